@@ -1,0 +1,62 @@
+"""Atomic writes: temp file in the same directory, fsync, then rename over the target."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _tmp_in(directory: Path, name: str) -> tuple[int, str]:
+    return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = _tmp_in(path.parent, path.name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _finite_check(obj: Any, where: str = "$") -> None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise ValueError(f"non-finite number at {where}")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _finite_check(v, f"{where}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _finite_check(v, f"{where}[{i}]")
+
+
+def dumps_json(obj: Any) -> str:
+    _finite_check(obj)
+    return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    write_bytes(path, dumps_json(obj).encode("utf-8"))
+
+
+def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    dst = Path(dst)
+    fd, tmp = _tmp_in(dst.parent, dst.name)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,93 @@
+"""Exceptions that carry a documented exit code and a one-line message.
+
+Exit codes (the contract's 0/4/5/6 plus the ones this project documents):
+
+====  ==========================================================================
+0     success (iter_step prints ``[iter_step] sanity OK``)
+1     unexpected internal error (a bug: the message names the exception)
+2     usage: bad CLI flag, malformed DIRECTORYS.yaml, wrong iteration number,
+      missing previous iteration, unsafe group directory
+3     iter_N/transforms.json invalid (schema, anchor in members, unknown member,
+      non-finite number, forbidden key, iter mismatch, missing _island_meta field)
+4     sanity: positions read back from iter_N/island.blend equal iter_(N-1)'s
+      despite non-trivial deltas (or differ from what was applied)
+5     target_spec.json missing or schema-invalid
+6     geometry computation failed
+7     Blender/worker failure (file saved by a newer Blender, render failed,
+      Blender binary missing or crashed)
+8     group inputs invalid: metadata.json / island.blend missing or malformed
+====  ==========================================================================
+"""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_TRANSFORMS = 3
+EXIT_SANITY = 4
+EXIT_TARGET_SPEC = 5
+EXIT_GEOMETRY = 6
+EXIT_WORKER = 7
+EXIT_GROUP_INPUT = 8
+
+
+class IslandError(Exception):
+    """An error with an exit code and a one-line, actionable message."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None,
+                 fix: str | None = None) -> None:
+        self.file = file
+        self.field = field
+        self.fix = fix
+        self.reason = message
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(str(self.file))
+        if self.field:
+            parts.append(f"field '{self.field}'")
+        head = ": ".join([", ".join(parts), self.reason]) if parts else self.reason
+        if self.fix:
+            head += f" (fix: {self.fix})"
+        return " ".join(head.split())
+
+
+class UsageError(IslandError):
+    exit_code = EXIT_USAGE
+
+
+class TransformsError(IslandError):
+    exit_code = EXIT_TRANSFORMS
+
+
+class SanityError(IslandError):
+    exit_code = EXIT_SANITY
+
+
+class TargetSpecError(IslandError):
+    exit_code = EXIT_TARGET_SPEC
+
+
+class GeometryError(IslandError):
+    exit_code = EXIT_GEOMETRY
+
+
+class WorkerError(IslandError):
+    exit_code = EXIT_WORKER
+
+
+class BlendVersionError(WorkerError):
+    """A .blend saved by a newer Blender than the one asked to open it."""
+
+
+class GroupInputError(IslandError):
+    exit_code = EXIT_GROUP_INPUT
+
+
+ERROR_CLASSES = {cls.__name__: cls for cls in (
+    IslandError, UsageError, TransformsError, SanityError, TargetSpecError, GeometryError,
+    WorkerError, BlendVersionError, GroupInputError)}

@@ -1,0 +1,113 @@
+"""Canonical-frame math on 4x4 matrices (numpy + stdlib; importable by the worker).
+
+Poses are object ``matrix_world`` values: rotation, translation and possibly scale. The
+canonical frame of an island is the anchor's *rigid* frame (rotation + translation, no scale),
+so canonical coordinates are metres.
+
+Yaw pivot: ``delta_yaw_deg`` rotates a member about the canonical Z axis through its
+footprint centre, the centre of the axis-aligned bounding box of its mesh vertices in the
+object's local X/Y, carried to the canonical frame by the pose. A pure yaw therefore leaves
+the footprint where it is, whatever the asset's origin (corner-origin assets included).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+Matrix = np.ndarray
+
+
+def as_matrix(m: Sequence[Sequence[float]] | np.ndarray) -> Matrix:
+    arr = np.asarray(m, dtype=float)
+    if arr.shape != (4, 4) or not np.all(np.isfinite(arr)):
+        raise ValueError("expected a finite 4x4 matrix")
+    return arr
+
+
+def to_list(m: np.ndarray) -> list[list[float]]:
+    return [[float(v) for v in row] for row in np.asarray(m, dtype=float)]
+
+
+def decompose(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(translation, rotation 3x3, scale 3) for a matrix without shear."""
+    m = np.asarray(m, dtype=float)
+    linear = m[:3, :3]
+    scale = np.linalg.norm(linear, axis=0)
+    rot = linear / np.where(scale == 0, 1.0, scale)
+    if np.linalg.det(rot) < 0:
+        scale[0] = -scale[0]
+        rot[:, 0] = -rot[:, 0]
+    return m[:3, 3].copy(), rot, scale
+
+
+def rigid(m: np.ndarray) -> Matrix:
+    """The matrix without its scale (rotation + translation)."""
+    t, rot, _ = decompose(m)
+    out = np.eye(4)
+    out[:3, :3] = rot
+    out[:3, 3] = t
+    return out
+
+
+def rigid_inverse(m: np.ndarray) -> Matrix:
+    r = rigid(m)
+    out = np.eye(4)
+    out[:3, :3] = r[:3, :3].T
+    out[:3, 3] = -r[:3, :3].T @ r[:3, 3]
+    return out
+
+
+def rot_z(deg: float) -> Matrix:
+    a = math.radians(deg)
+    c, s = math.cos(a), math.sin(a)
+    out = np.eye(4)
+    out[0, 0], out[0, 1], out[1, 0], out[1, 1] = c, -s, s, c
+    return out
+
+
+def translation(xyz: Sequence[float]) -> Matrix:
+    out = np.eye(4)
+    out[:3, 3] = np.asarray(xyz, dtype=float)
+    return out
+
+
+def yaw_deg(m: np.ndarray) -> float:
+    """Heading of the object's local +X axis about Z, degrees in (-180, 180]."""
+    _, rot, _ = decompose(m)
+    return math.degrees(math.atan2(rot[1, 0], rot[0, 0]))
+
+
+def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
+    pts = np.asarray(pts, dtype=float)
+    return pts @ m[:3, :3].T + m[:3, 3]
+
+
+def footprint_centre_local(vertices: np.ndarray) -> np.ndarray:
+    """Local-frame pivot: centre of the vertices' X/Y bounding box, at z=0."""
+    v = np.asarray(vertices, dtype=float)
+    lo, hi = v[:, :2].min(axis=0), v[:, :2].max(axis=0)
+    return np.array([(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, 0.0])
+
+
+def pivot_in_frame(pose: np.ndarray, pivot_local: np.ndarray) -> np.ndarray:
+    return transform_points(pose, np.asarray(pivot_local, dtype=float)[None, :])[0]
+
+
+def apply_member_delta(pose: np.ndarray, delta_xyz: Sequence[float], delta_yaw_deg: float,
+                       pivot_local: np.ndarray) -> Matrix:
+    """New canonical pose: yaw about canonical Z through the footprint centre, then translate."""
+    pose = as_matrix(pose)
+    pivot = pivot_in_frame(pose, pivot_local)
+    pivot[2] = 0.0
+    yawed = translation(pivot) @ rot_z(delta_yaw_deg) @ translation(-pivot) @ pose
+    return translation(delta_xyz) @ yawed
+
+
+def canonical_from_world(m_inv: np.ndarray, world: np.ndarray) -> Matrix:
+    return as_matrix(m_inv) @ as_matrix(world)
+
+
+def world_from_canonical(m_anchor_rigid: np.ndarray, canonical: np.ndarray) -> Matrix:
+    return as_matrix(m_anchor_rigid) @ as_matrix(canonical)

@@ -1,0 +1,58 @@
+"""The per-group mesh cache ``<group>/meshes.npz`` (numpy + stdlib; the worker writes it).
+
+Layout: ``names`` (1-D str array), ``v{i}`` float64 (n, 3) object-local vertices of
+``names[i]`` (the evaluated mesh, modifiers applied, *before* the object's matrix_world),
+``f{i}`` int32 (m, 3) triangles, and ``props_json`` (0-d str: JSON object name -> custom
+properties the pipeline reads, e.g. ``{"forward_axis": "-Y"}``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def dumps(meshes: Meshes, props: dict[str, dict] | None = None) -> bytes:
+    arrays: dict[str, np.ndarray] = {"names": np.array(list(meshes.keys()), dtype=str)}
+    for i, (verts, faces) in enumerate(meshes.values()):
+        arrays[f"v{i}"] = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
+        arrays[f"f{i}"] = np.asarray(faces, dtype=np.int32).reshape(-1, 3)
+    arrays["props_json"] = np.array(json.dumps(props or {}, sort_keys=True))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def save(path: str | os.PathLike[str], meshes: Meshes, props: dict[str, dict] | None = None
+         ) -> None:
+    from .atomic import write_bytes
+
+    write_bytes(path, dumps(meshes, props))
+
+
+def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
+    """(meshes, props). Raises ValueError naming the problem if the file is malformed."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = [str(n) for n in data["names"]]
+            meshes: Meshes = {}
+            for i, name in enumerate(names):
+                verts = np.asarray(data[f"v{i}"], dtype=np.float64)
+                faces = np.asarray(data[f"f{i}"], dtype=np.int64)
+                if verts.ndim != 2 or verts.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3:
+                    raise ValueError(f"mesh '{name}' arrays have the wrong shape")
+                if len(faces) and (faces.min() < 0 or faces.max() >= len(verts)):
+                    raise ValueError(f"mesh '{name}' has face indices out of range")
+                if not np.all(np.isfinite(verts)):
+                    raise ValueError(f"mesh '{name}' has non-finite vertices")
+                meshes[name] = (verts, faces)
+            props = json.loads(str(data["props_json"])) if "props_json" in data else {}
+    except (KeyError, OSError, EOFError) as exc:
+        raise ValueError(f"malformed mesh cache: {exc}") from exc
+    return meshes, props
