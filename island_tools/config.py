@@ -1,0 +1,90 @@
+"""DIRECTORYS.yaml: defaults for the Blender backend and the renders. CLI flags override it.
+
+Lookup: ``--config PATH``, else ``$ISLAND_REFINER_CONFIG``, else ``DIRECTORYS.yaml`` at the
+repository root. A missing default file means built-in defaults; a malformed one is a
+one-line UsageError naming the key.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO_ROOT / "DIRECTORYS.yaml"
+ENGINES = ("workbench", "cycles")
+
+
+@dataclass(frozen=True)
+class Settings:
+    blender_bin: str | None = None
+    engine: str = "workbench"
+    resolution: int = 512
+    samples: int = 16
+
+    def render_job(self) -> dict[str, Any]:
+        return {"engine": self.engine, "resolution": self.resolution, "samples": self.samples}
+
+
+def _check(key: str, value: Any, file: str) -> Any:
+    fix = "edit DIRECTORYS.yaml (see the comments in the bundled file)"
+    if key == "blender_bin":
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise UsageError(f"must be a path string, got {value!r}", file=file, field=key,
+                             fix=fix)
+        return value
+    if key == "engine":
+        if value not in ENGINES:
+            raise UsageError(f"{value!r} is not one of {', '.join(ENGINES)}", file=file,
+                             field=key, fix=fix)
+        return value
+    if key == "resolution":
+        if not isinstance(value, int) or isinstance(value, bool) or not 16 <= value <= 8192:
+            raise UsageError(f"must be an integer in 16..8192, got {value!r}", file=file,
+                             field=key, fix=fix)
+        return value
+    if key == "samples":
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 65536:
+            raise UsageError(f"must be an integer in 0..65536, got {value!r}", file=file,
+                             field=key, fix=fix)
+        return value
+    raise UsageError("unknown key", file=file, field=key,
+                     fix="allowed keys: blender_bin, engine, resolution, samples")
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    explicit = path is not None or "ISLAND_REFINER_CONFIG" in os.environ
+    cfg = Path(path or os.environ.get("ISLAND_REFINER_CONFIG") or DEFAULT_CONFIG)
+    if not cfg.is_file():
+        if explicit:
+            raise UsageError("config file not found", file=str(cfg),
+                             fix="pass an existing DIRECTORYS.yaml to --config")
+        return Settings()
+    import yaml
+
+    try:
+        doc = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise UsageError(f"malformed YAML{where}: {problem}", file=str(cfg),
+                         fix="fix the YAML syntax") from exc
+    if doc is None:
+        return Settings()
+    if not isinstance(doc, dict):
+        raise UsageError("top level must be a mapping of key: value", file=str(cfg),
+                         fix="write key: value lines")
+    values = {str(k): _check(str(k), v, str(cfg)) for k, v in doc.items()}
+    return Settings(**values)
+
+
+def with_overrides(settings: Settings, **flags: Any) -> Settings:
+    """CLI flags (None = not given) override the file's values, validated the same way."""
+    given = {k: _check(k, v, "command line") for k, v in flags.items() if v is not None}
+    return replace(settings, **given)

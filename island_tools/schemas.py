@@ -1,0 +1,301 @@
+"""Validated views of the contract's JSON files: target_spec, metadata, transforms.
+
+Each loader raises the error class whose exit code the contract assigns (target_spec -> 5,
+transforms -> 3, metadata -> 8), with a one-line message naming the file, the field and
+the fix. Dataclasses are the in-memory form; plain dicts only on the wire.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import GroupInputError, TargetSpecError, TransformsError
+from .jsonio import read_object
+
+PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
+FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", "mixed")
+SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
+FORBIDDEN_TRANSFORM_KEYS = ("groups", "objects", "deletes")
+ISLAND_META_FIELDS = ("model", "image_sha256", "generated_by", "mode", "iter", "timestamp_utc")
+TRIVIAL_EPS = 1e-9
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# --------------------------------------------------------------------------- target_spec
+@dataclass(frozen=True)
+class TargetSpec:
+    anchor_role: str
+    member_count: int
+    pattern: str
+    facing: str
+    spacing: str
+    clearance_m: float
+    free_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "anchor_role": self.anchor_role, "member_count": self.member_count,
+            "pattern": self.pattern, "facing": self.facing, "spacing": self.spacing,
+            "clearance_m": self.clearance_m,
+        }
+        if self.free_note is not None:
+            out["free_note"] = self.free_note
+        return out
+
+
+def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> TargetSpec:
+    fix = "edit target_spec.json to the contract's schema"
+
+    def bad(fld: str, msg: str) -> TargetSpecError:
+        return TargetSpecError(msg, file=file, field=fld, fix=fix)
+
+    for key in ("anchor_role", "member_count", "pattern", "facing", "spacing", "clearance_m"):
+        if key not in doc:
+            raise bad(key, "required field is missing")
+    role = doc["anchor_role"]
+    if not isinstance(role, str) or not role.strip():
+        raise bad("anchor_role", "must be a non-empty string")
+    count = doc["member_count"]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise bad("member_count", f"must be an integer >= 1, got {count!r}")
+    for key, allowed in (("pattern", PATTERNS), ("facing", FACINGS), ("spacing", SPACINGS)):
+        if doc[key] not in allowed:
+            raise bad(key, f"{doc[key]!r} is not one of {', '.join(allowed)}")
+    clearance = doc["clearance_m"]
+    if not _is_number(clearance) or not math.isfinite(clearance) or clearance < 0:
+        raise bad("clearance_m", f"must be a finite number >= 0, got {clearance!r}")
+    note = doc.get("free_note")
+    if note is not None and not isinstance(note, str):
+        raise bad("free_note", "must be a string")
+    if doc["pattern"] == "free" or doc["facing"] == "mixed":
+        if not note or not note.strip():
+            raise bad("free_note", "is required when pattern is 'free' or facing is 'mixed'")
+    if n_members is not None and count != n_members:
+        raise bad("member_count", f"is {count} but metadata.json lists {n_members} members "
+                                  "besides the anchor")
+    return TargetSpec(role, count, doc["pattern"], doc["facing"], doc["spacing"],
+                      float(clearance), note)
+
+
+def load_target_spec(path: Path, n_members: int | None) -> TargetSpec:
+    doc = read_object(path, TargetSpecError, "target_spec.json",
+                      "produce target_spec.json (validation step or by hand) before refining")
+    return parse_target_spec(doc, str(path), n_members)
+
+
+# --------------------------------------------------------------------------- metadata
+@dataclass(frozen=True)
+class Metadata:
+    anchor_id: str
+    members: tuple[str, ...]
+    m_anchor: np.ndarray
+    m_inv: np.ndarray
+    canonical_poses: dict[str, np.ndarray]
+    forward_axis_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def refined_members(self) -> tuple[str, ...]:
+        return tuple(m for m in self.members if m != self.anchor_id)
+
+
+def _matrix(value: Any, file: str, fld: str) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        arr = np.zeros(0)
+    if arr.shape != (4, 4) or not np.all(np.isfinite(arr)):
+        raise GroupInputError("must be a finite 4x4 matrix (list of 4 rows of 4 numbers)",
+                              file=file, field=fld, fix="rebuild the island")
+    return arr
+
+
+def load_metadata(path: Path) -> Metadata:
+    fix = "rebuild the island (metadata.json comes from rebuild_islands)"
+    doc = read_object(path, GroupInputError, "metadata.json", fix)
+    file = str(path)
+    for key in ("anchor_id", "M_anchor_4x4", "M_inv_4x4", "members", "canonical_poses"):
+        if key not in doc:
+            raise GroupInputError("required field is missing", file=file, field=key, fix=fix)
+    anchor = doc["anchor_id"]
+    members = doc["members"]
+    if not isinstance(anchor, str) or not anchor:
+        raise GroupInputError("must be a non-empty string", file=file, field="anchor_id", fix=fix)
+    if (not isinstance(members, list) or not members
+            or not all(isinstance(m, str) and m for m in members)):
+        raise GroupInputError("must be a non-empty list of object names", file=file,
+                              field="members", fix=fix)
+    if len(set(members)) != len(members):
+        raise GroupInputError("lists an object twice", file=file, field="members", fix=fix)
+    if anchor not in members:
+        raise GroupInputError(f"anchor '{anchor}' is not in members", file=file,
+                              field="members", fix=fix)
+    m_anchor = _matrix(doc["M_anchor_4x4"], file, "M_anchor_4x4")
+    m_inv = _matrix(doc["M_inv_4x4"], file, "M_inv_4x4")
+    if not np.allclose(m_anchor @ m_inv, np.eye(4), atol=1e-6):
+        raise GroupInputError("is not the inverse of M_anchor_4x4", file=file,
+                              field="M_inv_4x4", fix=fix)
+    poses_doc = doc["canonical_poses"]
+    if not isinstance(poses_doc, dict):
+        raise GroupInputError("must be an object name -> 4x4", file=file,
+                              field="canonical_poses", fix=fix)
+    poses = {}
+    for name in members:
+        if name not in poses_doc:
+            raise GroupInputError(f"has no pose for member '{name}'", file=file,
+                                  field="canonical_poses", fix=fix)
+        poses[name] = _matrix(poses_doc[name], file, f"canonical_poses.{name}")
+    overrides = doc.get("forward_axis_overrides", {})
+    if not isinstance(overrides, dict):
+        raise GroupInputError("must be an object name -> axis", file=file,
+                              field="forward_axis_overrides", fix=fix)
+    return Metadata(anchor, tuple(members), m_anchor, m_inv, poses, overrides)
+
+
+# --------------------------------------------------------------------------- transforms
+@dataclass(frozen=True)
+class MemberDelta:
+    delta_xyz: tuple[float, float, float]
+    delta_yaw_deg: float
+
+    @property
+    def trivial(self) -> bool:
+        return (all(abs(v) <= TRIVIAL_EPS for v in self.delta_xyz)
+                and abs(self.delta_yaw_deg) <= TRIVIAL_EPS)
+
+
+@dataclass(frozen=True)
+class Transforms:
+    iter: int
+    members: dict[str, MemberDelta]
+    converged: bool
+    final: bool
+    reason_summary: str | None
+    island_meta: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def trivial(self) -> bool:
+        return all(d.trivial for d in self.members.values())
+
+
+def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadata: Metadata
+                     ) -> Transforms:
+    fix = "rewrite transforms.json to the contract's schema"
+
+    def bad(fld: str, msg: str, fix_: str = fix) -> TransformsError:
+        return TransformsError(msg, file=file, field=fld, fix=fix_)
+
+    for key in FORBIDDEN_TRANSFORM_KEYS:
+        if key in doc:
+            raise bad(key, "is forbidden in island-level transforms (scene-level variant only)",
+                      "put per-member deltas under 'members' only")
+    if "iter" not in doc:
+        raise bad("iter", "required field is missing")
+    it = doc["iter"]
+    if not isinstance(it, int) or isinstance(it, bool):
+        raise bad("iter", f"must be an integer, got {it!r}")
+    if it != expected_iter:
+        raise bad("iter", f"is {it} but the directory is iter_{expected_iter}",
+                  f"set \"iter\": {expected_iter}")
+    if "members" not in doc:
+        raise bad("members", "required field is missing")
+    raw = doc["members"]
+    if not isinstance(raw, dict):
+        raise bad("members", "must be an object mapping object name -> delta")
+    if expected_iter == 1 and not raw:
+        raise bad("members", "iter_1 must not be empty (contract: commit at least one "
+                             "per-member delta, e.g. two +-0.01 m verification moves)")
+    allowed = set(metadata.refined_members)
+    members: dict[str, MemberDelta] = {}
+    for name, delta in raw.items():
+        where = f"members.{name}"
+        if name == metadata.anchor_id:
+            raise bad(where, "is the anchor; the anchor must not move",
+                      f"remove '{name}' from members")
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)[:12])
+            raise bad(where, f"unknown member '{name}' (members: {known})",
+                      "use an object name from metadata.json::members")
+        if not isinstance(delta, dict):
+            raise bad(where, "must be an object with delta_xyz and delta_yaw_deg")
+        extra = set(delta) - {"delta_xyz", "delta_yaw_deg"}
+        if extra:
+            raise bad(f"{where}.{sorted(extra)[0]}", "unknown key in a member delta",
+                      "only delta_xyz and delta_yaw_deg are allowed")
+        xyz = delta.get("delta_xyz")
+        if (not isinstance(xyz, list) or len(xyz) != 3
+                or not all(_is_number(v) for v in xyz)):
+            raise bad(f"{where}.delta_xyz", f"must be a list of three numbers, got {xyz!r}")
+        if not all(math.isfinite(v) for v in xyz):
+            raise bad(f"{where}.delta_xyz", "contains a non-finite number")
+        yaw = delta.get("delta_yaw_deg")
+        if not _is_number(yaw):
+            raise bad(f"{where}.delta_yaw_deg", f"must be a number, got {yaw!r}")
+        if not math.isfinite(yaw):
+            raise bad(f"{where}.delta_yaw_deg", "is not a finite number")
+        members[name] = MemberDelta((float(xyz[0]), float(xyz[1]), float(xyz[2])), float(yaw))
+    for key in ("converged", "final"):
+        if key in doc and not isinstance(doc[key], bool):
+            raise bad(key, f"must be true or false, got {doc[key]!r}")
+    reason = doc.get("reason_summary")
+    if reason is not None and not isinstance(reason, str):
+        raise bad("reason_summary", "must be a string")
+    meta = doc.get("_island_meta")
+    if not isinstance(meta, dict):
+        raise bad("_island_meta", "required audit block is missing",
+                  "add _island_meta with " + ", ".join(ISLAND_META_FIELDS))
+    for key in ISLAND_META_FIELDS:
+        if key not in meta:
+            raise bad(f"_island_meta.{key}", "required field is missing")
+    for key in ("model", "generated_by"):
+        if not isinstance(meta[key], str) or not meta[key].strip():
+            raise bad(f"_island_meta.{key}", "must be a non-empty string")
+    if meta["mode"] != "island_iter":
+        raise bad("_island_meta.mode", f"must be \"island_iter\", got {meta['mode']!r}")
+    if meta["iter"] != expected_iter or isinstance(meta["iter"], bool):
+        raise bad("_island_meta.iter", f"is {meta['iter']!r} but must equal iter "
+                                       f"({expected_iter})")
+    if not isinstance(meta["image_sha256"], str) or not _SHA256.match(meta["image_sha256"]):
+        raise bad("_island_meta.image_sha256", "must be 64 lowercase hex digits (sha256sum)")
+    stamp = meta["timestamp_utc"]
+    if not isinstance(stamp, str) or not _parse_utc(stamp):
+        raise bad("_island_meta.timestamp_utc", f"must be UTC ISO 8601 like "
+                                                f"2026-01-31T12:00:00Z, got {stamp!r}",
+                  "use: date -u +%Y-%m-%dT%H:%M:%SZ")
+    warnings = []
+    if "phase" in doc:
+        warnings.append("'phase' is obsolete and ignored")
+    known = {"iter", "members", "converged", "final", "reason_summary", "_island_meta", "phase"}
+    for key in sorted(set(doc) - known):
+        warnings.append(f"unknown top-level key '{key}' ignored")
+    return Transforms(it, members, bool(doc.get("converged", False)),
+                      bool(doc.get("final", False)), reason, dict(meta), tuple(warnings))
+
+
+def _parse_utc(stamp: str) -> bool:
+    if not stamp.endswith("Z"):
+        return False
+    try:
+        datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        try:
+            datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ")
+        except ValueError:
+            return False
+    return True
+
+
+def load_transforms(path: Path, expected_iter: int, metadata: Metadata) -> Transforms:
+    doc = read_object(path, TransformsError, "transforms.json",
+                      f"write iter_{expected_iter}/transforms.json before stepping")
+    return parse_transforms(doc, str(path), expected_iter, metadata)
