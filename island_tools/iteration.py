@@ -1,0 +1,413 @@
+"""The island loop's two steps, ``init_iter0`` and ``iter_step``, as library functions.
+
+Blender work is injected as ``run_job(job) -> dict`` (``worker.launch`` binds it to the
+embedded bpy module or a Blender binary), so this module never imports bpy and the CLIs,
+the add-on and the batch runner all call the same code.
+
+Safety: every output of a step is produced in a hidden staging directory and moved into
+place only after the worker, the sanity check and the geometry succeeded; ``current_state.json``
+is moved last and marks an iteration complete. A failed step therefore leaves iteration N-1
+and everything before it byte-identical, and the group's own files untouched.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from . import atomic, frames, meshcache
+from .config import Settings
+from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
+from .jsonio import read_object
+from .schemas import Metadata, TargetSpec, Transforms, load_metadata, load_target_spec, \
+    load_transforms
+
+RunJob = Callable[[dict[str, Any]], dict[str, Any]]
+
+REFINER_DIR = "simple_refiner"
+INFO_NOTES = "INFO ONLY — score-based gating has been removed from the island-refiner."
+MESH_CACHE = "meshes.npz"
+FORWARD_AXES = "forward_axes.json"
+# Blender stores matrix_world in float32: a read-back pose matches what was applied to ~1e-6 m.
+READBACK_TOL_M = 1e-4
+UNCHANGED_TOL = 1e-7
+ITER_OUTPUTS = ("island.blend", "render_persp.png", "render_bev.png", "info.json",
+                "geometry.json")
+
+
+@dataclass
+class StepResult:
+    iter: int
+    iter_dir: Path
+    trivial: bool
+    geometry: dict[str, Any]
+    info: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group directory and its validated inputs."""
+
+    root: Path
+    metadata: Metadata
+    target_spec: TargetSpec
+
+    @property
+    def refiner(self) -> Path:
+        return self.root / REFINER_DIR
+
+    def iter_dir(self, n: int) -> Path:
+        return self.refiner / f"iter_{n}"
+
+
+def resolve_group_dir(path: str | os.PathLike[str]) -> Path:
+    raw = Path(path)
+    root = raw.expanduser().resolve()
+    if not root.exists():
+        raise UsageError("group directory does not exist", file=str(raw),
+                         fix="pass --group-dir <scene_dir>/relation_groups/<G>")
+    if not root.is_dir():
+        raise UsageError("is not a directory", file=str(raw), fix="pass the group directory")
+    return root
+
+
+def load_group(path: str | os.PathLike[str]) -> Group:
+    root = resolve_group_dir(path)
+    metadata = load_metadata(root / "metadata.json")
+    spec = load_target_spec(root / "target_spec.json", len(metadata.refined_members))
+    return Group(root, metadata, spec)
+
+
+def is_complete(iter_dir: Path) -> bool:
+    return (iter_dir / "current_state.json").is_file()
+
+
+def completed_iters(group: Group) -> list[int]:
+    out = []
+    if group.refiner.is_dir():
+        for child in group.refiner.iterdir():
+            name = child.name
+            if name.startswith("iter_") and name[5:].isdigit() and is_complete(child):
+                out.append(int(name[5:]))
+    return sorted(out)
+
+
+@contextlib.contextmanager
+def group_lock(root: Path) -> Iterator[None]:
+    """One step at a time per group (a second concurrent call is a usage error)."""
+    lock_path = root / ".island_refiner.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise UsageError("another init_iter0/iter_step is running on this group",
+                             file=str(root), fix="wait for it to finish") from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def staging_dir(parent: Path, label: str) -> Iterator[Path]:
+    path = parent / f".staging.{label}.{os.getpid()}"
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _poses_from_job(result: dict[str, Any], members: tuple[str, ...]) -> dict[str, np.ndarray]:
+    poses = result.get("poses") or {}
+    missing = [m for m in members if m not in poses]
+    if missing:
+        raise GroupInputError(f"object '{missing[0]}' not found in island.blend",
+                              fix="rebuild the island")
+    return {m: frames.as_matrix(poses[m]) for m in members}
+
+
+def _load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
+    path = group.root / MESH_CACHE
+    try:
+        meshes, props = meshcache.load(path)
+    except (ValueError, FileNotFoundError) as exc:
+        raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
+                              fix="delete it and rerun init_iter0.py") from exc
+    missing = [m for m in group.metadata.members if m not in meshes]
+    if missing:
+        raise GroupInputError(f"has no mesh for '{missing[0]}'", file=str(path),
+                              fix="delete it and rerun init_iter0.py")
+    return meshes, props
+
+
+def _forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
+                  ) -> dict[str, Any]:
+    """forward_axes.json: computed once per group and cached; overrides win."""
+    path = group.root / FORWARD_AXES
+    if path.is_file():
+        return read_object(path, GroupInputError, "forward_axes.json",
+                           "delete forward_axes.json; init_iter0.py recomputes it")
+    from .forward_axis import forward_axes_document
+
+    overrides = {name: p["forward_axis"] for name, p in props.items() if "forward_axis" in p}
+    overrides.update(group.metadata.forward_axis_overrides)
+    try:
+        doc = forward_axes_document(meshes, group.metadata.anchor_id, overrides)
+    except ValueError as exc:
+        raise GroupInputError(f"bad forward axis override: {exc}", file=str(path),
+                              fix="use +X, -X, +Y, -Y, [x, y] or 'symmetric'") from exc
+    atomic.write_json(path, doc)
+    return doc
+
+
+def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
+              poses: dict[str, np.ndarray], n: int) -> dict[str, Any]:
+    from .geometry import compute_geometry
+
+    try:
+        return compute_geometry(meshes, poses, group.metadata.anchor_id,
+                                group.target_spec.to_dict(), axes, n)
+    except IslandError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure inside geometry is exit 6
+        raise GeometryError(f"geometry failed: {type(exc).__name__}: {exc}",
+                            file=str(group.iter_dir(n) / "geometry.json")) from exc
+
+
+def current_state_doc(group: Group, n: int, poses: dict[str, np.ndarray],
+                      meshes: meshcache.Meshes) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, pose in poses.items():
+        t, _, scale = frames.decompose(pose)
+        pivot = frames.pivot_in_frame(pose, frames.footprint_centre_local(meshes[name][0]))
+        out[name] = {
+            "matrix_4x4": frames.to_list(pose),
+            "location": [float(v) for v in t],
+            "yaw_deg": frames.yaw_deg(pose),
+            "scale": [float(v) for v in scale],
+            "footprint_centre": [float(pivot[0]), float(pivot[1])],
+        }
+    return {"iter": n, "frame": "canonical", "anchor_id": group.metadata.anchor_id,
+            "source": f"read back from {REFINER_DIR}/iter_{n}/island.blend", "poses": out}
+
+
+def load_current_poses(group: Group, n: int) -> dict[str, np.ndarray]:
+    path = group.iter_dir(n) / "current_state.json"
+    doc = read_object(path, GroupInputError, "current_state.json",
+                      f"rerun iter_step.py --iter {n} (or init_iter0.py for 0)")
+    poses = doc.get("poses")
+    if not isinstance(poses, dict):
+        raise GroupInputError("missing 'poses'", file=str(path), field="poses")
+    out = {}
+    for name in group.metadata.members:
+        entry = poses.get(name)
+        if not isinstance(entry, dict) or "matrix_4x4" not in entry:
+            raise GroupInputError(f"no pose for '{name}'", file=str(path), field="poses")
+        try:
+            out[name] = frames.as_matrix(entry["matrix_4x4"])
+        except ValueError as exc:
+            raise GroupInputError(str(exc), file=str(path), field=f"poses.{name}") from exc
+    return out
+
+
+def empty_transforms(n: int, image_sha256: str) -> dict[str, Any]:
+    return {"iter": n, "members": {}, "converged": False, "final": False,
+            "reason_summary": "baseline: no deltas",
+            "_island_meta": {"model": "none", "image_sha256": image_sha256,
+                             "generated_by": "init_iter0.py", "mode": "island_iter", "iter": n,
+                             "timestamp_utc": utc_now()}}
+
+
+def _move_outputs(stage: Path, dest: Path, names: tuple[str, ...]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.replace(stage / name, dest / name)
+    os.replace(stage / "current_state.json", dest / "current_state.json")
+
+
+def _backup_name(refiner: Path) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    candidate = refiner.with_name(f"{REFINER_DIR}.bak.{stamp}")
+    suffix = 1
+    while candidate.exists():  # two rotations in one second: never overwrite a backup
+        suffix += 1
+        candidate = refiner.with_name(f"{REFINER_DIR}.bak.{stamp}_{suffix}")
+    return candidate
+
+
+def _log(progress: Callable[[str], None] | None, msg: str) -> None:
+    if progress:
+        progress(msg)
+
+
+def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: RunJob,
+               progress: Callable[[str], None] | None = None) -> StepResult:
+    """Fresh ``simple_refiner/iter_0`` (no-resume policy: an old one is rotated to a backup)."""
+    group = load_group(group_dir)
+    island = group.root / "island.blend"
+    if not island.is_file():
+        raise GroupInputError("island.blend is missing", file=str(island),
+                              fix="run rebuild_islands (or the fixture builder) first")
+    with group_lock(group.root), staging_dir(group.root, "iter_0") as stage:
+        t0 = time.perf_counter()
+        iter_stage = stage / "iter_0"
+        iter_stage.mkdir()
+        atomic.copy_file(island, iter_stage / "island.blend")
+        export = None if (group.root / MESH_CACHE).is_file() else str(stage / MESH_CACHE)
+        _log(progress, "[init_iter0] opening island, rendering iter_0")
+        result = run_job({"op": "step", "blend": str(iter_stage / "island.blend"),
+                          "members": list(group.metadata.members),
+                          "anchor_id": group.metadata.anchor_id, "poses": None,
+                          "render": settings.render_job(), "export_meshes": export})
+        if export:
+            os.replace(export, group.root / MESH_CACHE)
+        poses = _poses_from_job(result, group.metadata.members)
+        meshes, props = _load_meshes(group)
+        axes = _forward_axes(group, meshes, props)
+        _log(progress, "[init_iter0] geometry")
+        geometry = _geometry(group, meshes, axes, poses, 0)
+        masked = group.root / "masked.png"
+        image = masked if masked.is_file() else iter_stage / "render_bev.png"
+        atomic.write_json(iter_stage / "transforms.json", empty_transforms(0, sha256_file(image)))
+        info = _info(0, result, trivial=True, sanity="skipped (baseline)",
+                     seconds=time.perf_counter() - t0)
+        atomic.write_json(iter_stage / "info.json", info)
+        atomic.write_json(iter_stage / "geometry.json", geometry)
+        atomic.write_json(iter_stage / "current_state.json",
+                          current_state_doc(group, 0, poses, meshes))
+        new_refiner = stage / REFINER_DIR
+        new_refiner.mkdir()
+        os.replace(iter_stage, new_refiner / "iter_0")
+        if group.refiner.exists():
+            backup = _backup_name(group.refiner)
+            os.replace(group.refiner, backup)
+            _log(progress, f"[init_iter0] previous {REFINER_DIR}/ rotated to {backup.name}/")
+        os.replace(new_refiner, group.refiner)
+    return StepResult(0, group.iter_dir(0), True, geometry, info)
+
+
+def _info(n: int, result: dict[str, Any], *, trivial: bool, sanity: str, seconds: float
+          ) -> dict[str, Any]:
+    return {"iter": n, "notes": INFO_NOTES, "trivial_transforms": trivial, "sanity": sanity,
+            "blender_version": result.get("blender_version"),
+            "file_version": result.get("file_version"),
+            "autoexec_fail": result.get("autoexec_fail"),
+            "render": result.get("render"), "worker_timings_s": result.get("timings_s"),
+            "seconds": round(seconds, 4)}
+
+
+def check_iteration_number(group: Group, n: int) -> None:
+    done = completed_iters(group)
+    if not done or 0 not in done:
+        raise UsageError(f"{REFINER_DIR}/iter_0 is missing or incomplete",
+                         file=str(group.refiner), fix="run init_iter0.py first")
+    latest = done[-1]
+    if n < 1:
+        raise UsageError(f"--iter must be >= 1, got {n}", fix=f"the next iteration is "
+                                                             f"{latest + 1}")
+    if not is_complete(group.iter_dir(n - 1)):
+        raise UsageError(f"iter_{n - 1} is not complete, so iter_{n} cannot be stepped",
+                         file=str(group.iter_dir(n - 1)), fix=f"step iter {latest + 1} next")
+    if n < latest:
+        raise UsageError(f"iter_{n} would be re-stepped under later iterations "
+                         f"(latest complete is iter_{latest})",
+                         fix=f"step iter {latest + 1}, or rerun init_iter0.py for a fresh run")
+
+
+def plan_poses(prev: dict[str, np.ndarray], transforms: Transforms, meshes: meshcache.Meshes
+               ) -> dict[str, np.ndarray]:
+    new = dict(prev)
+    for name, delta in transforms.members.items():
+        pivot = frames.footprint_centre_local(meshes[name][0])
+        new[name] = frames.apply_member_delta(prev[name], delta.delta_xyz, delta.delta_yaw_deg,
+                                              pivot)
+    return new
+
+
+def sanity_check(n: int, transforms: Transforms, prev: dict[str, np.ndarray],
+                 planned: dict[str, np.ndarray], read_back: dict[str, np.ndarray],
+                 blend_path: Path) -> None:
+    """Compare the poses READ BACK from the saved island.blend with iteration N-1's."""
+    for name in prev:
+        if name in transforms.members and not transforms.members[name].trivial:
+            continue
+        if not np.allclose(read_back[name], prev[name], atol=READBACK_TOL_M):
+            raise SanityError(f"'{name}' moved although transforms.json has no delta for it",
+                              file=str(blend_path))
+    moved = [m for m, d in transforms.members.items() if not d.trivial]
+    if not moved:
+        return
+    if all(np.allclose(read_back[m], prev[m], atol=UNCHANGED_TOL) for m in moved):
+        raise SanityError(f"object positions in iter_{n}/island.blend are identical to "
+                          f"iter_{n - 1} despite non-trivial deltas for {len(moved)} member(s); "
+                          "the apply step failed silently", file=str(blend_path),
+                          fix="STOP the loop and report")
+    for m in moved:
+        err = float(np.abs(read_back[m] - planned[m]).max())
+        if err > READBACK_TOL_M:
+            raise SanityError(f"'{m}' read back {err:.2e} away from the applied pose",
+                              file=str(blend_path), fix="STOP the loop and report")
+
+
+def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run_job: RunJob,
+              progress: Callable[[str], None] | None = None) -> StepResult:
+    """apply deltas -> save -> read back -> render -> sanity -> geometry, for iteration n."""
+    group = load_group(group_dir)
+    with group_lock(group.root):
+        check_iteration_number(group, n)
+        iter_dir = group.iter_dir(n)
+        transforms = load_transforms(iter_dir / "transforms.json", n, group.metadata)
+        meshes, _ = _load_meshes(group)
+        axes = _forward_axes(group, meshes, {})
+        prev = load_current_poses(group, n - 1)
+        planned = plan_poses(prev, transforms, meshes)
+        with staging_dir(group.refiner, f"iter_{n}") as stage:
+            t0 = time.perf_counter()
+            blend = stage / "island.blend"
+            atomic.copy_file(group.iter_dir(n - 1) / "island.blend", blend)
+            _log(progress, f"[iter_step] iter_{n}: applying {len(transforms.members)} "
+                           "member delta(s), saving, rendering")
+            result = run_job({"op": "step", "blend": str(blend),
+                              "members": list(group.metadata.members),
+                              "anchor_id": group.metadata.anchor_id,
+                              "poses": {k: frames.to_list(v) for k, v in planned.items()},
+                              "render": settings.render_job(), "export_meshes": None})
+            read_back = _poses_from_job(result, group.metadata.members)
+            sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
+            _log(progress, f"[iter_step] iter_{n}: geometry")
+            geometry = _geometry(group, meshes, axes, read_back, n)
+            trivial = transforms.trivial
+            info = _info(n, result, trivial=trivial,
+                         sanity="skipped (trivial transforms)" if trivial else "ok",
+                         seconds=time.perf_counter() - t0)
+            atomic.write_json(stage / "info.json", info)
+            atomic.write_json(stage / "geometry.json", geometry)
+            atomic.write_json(stage / "current_state.json",
+                              current_state_doc(group, n, read_back, meshes))
+            _move_outputs(stage, iter_dir, ITER_OUTPUTS)
+    return StepResult(n, iter_dir, transforms.trivial, geometry, info, list(transforms.warnings))

@@ -1,0 +1,74 @@
+"""Shared plumbing of the agent-facing CLIs: repo on sys.path, settings, error -> exit code."""
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from island_tools.config import Settings, load_settings, with_overrides  # noqa: E402
+from island_tools.errors import EXIT_INTERNAL, EXIT_USAGE, IslandError  # noqa: E402
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's default exit code is 2 as well
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description=description)
+    p.add_argument("--group-dir", required=True, help="<scene_dir>/relation_groups/<G>")
+    p.add_argument("--samples", type=int, default=None,
+                   help="Cycles samples; Workbench: anti-aliasing samples (0 off, 1-4 FXAA, "
+                        "else 5/8/11/16/32)")
+    p.add_argument("--blender-bin", default=None,
+                   help="Blender binary to run as a subprocess ('bpy' = embedded module); "
+                        "default: DIRECTORYS.yaml::blender_bin, $BLENDER, embedded bpy, "
+                        "blender on PATH")
+    p.add_argument("--engine", choices=("workbench", "cycles"), default=None)
+    p.add_argument("--resolution", type=int, default=None, help="square render size in px")
+    p.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return with_overrides(load_settings(args.config), blender_bin=args.blender_bin,
+                          engine=args.engine, resolution=args.resolution, samples=args.samples)
+
+
+def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    if args.quiet:
+        return None
+    return lambda msg: print(msg, file=sys.stderr, flush=True)
+
+
+def job_runner(settings: Settings):
+    from worker.launch import resolve_blender, run_job
+
+    backend = resolve_blender(settings.blender_bin, None)
+    return backend, (lambda job: run_job(job, backend))
+
+
+def run_main(prog: str, body: Callable[[], int]) -> int:
+    """Run ``body``; an IslandError becomes its exit code and one line on stderr."""
+    try:
+        return body()
+    except IslandError as exc:
+        print(f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"[{prog}] interrupted; earlier iterations are intact", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence, still one line
+        traceback.print_exc(file=sys.stderr)
+        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg}", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""iter_0 baseline for one island (contract: stage3-sub-island-refiner/src/init_iter0.py).
+
+Rotates an existing simple_refiner/ to simple_refiner.bak.<UTC YYYYMMDD_HHMMSS>/ (older
+backups untouched), then writes a fresh simple_refiner/iter_0/ with island.blend,
+render_persp.png, render_bev.png, info.json, transforms.json (empty members),
+current_state.json and geometry.json; <group>/forward_axes.json and meshes.npz once.
+Exit codes: see island_tools/errors.py (0 ok, 5 target_spec, 7 Blender, 8 group inputs).
+"""
+from __future__ import annotations
+
+import sys
+
+from _cli import job_runner, parser, progress_printer, run_main, settings_from
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser("init_iter0", __doc__.splitlines()[0]).parse_args(argv)
+
+    def body() -> int:
+        from island_tools.iteration import init_iter0
+
+        settings = settings_from(args)
+        backend, run_job = job_runner(settings)
+        result = init_iter0(args.group_dir, settings, run_job, progress_printer(args))
+        print(f"[init_iter0] iter_0 ready: {result.iter_dir}")
+        print(f"[init_iter0] renders: {result.iter_dir / 'render_persp.png'} "
+              f"{result.iter_dir / 'render_bev.png'}")
+        print(f"[init_iter0] geometry: {result.iter_dir / 'geometry.json'} (backend: "
+              f"{backend.describe()})")
+        return 0
+
+    return run_main("init_iter0", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

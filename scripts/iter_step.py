@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""One refinement iteration (contract: stage3-sub-island-refiner/src/iter_step.py).
+
+Reads iter_N/transforms.json, applies its per-member deltas to iter_(N-1)'s poses in the
+canonical frame, saves iter_N/island.blend, reads the poses BACK from the saved file,
+renders render_persp.png + render_bev.png, checks sanity, computes geometry.json and writes
+info.json + current_state.json. Prints "[iter_step] sanity OK" on success.
+
+Exit codes: 0 ok; 2 usage / wrong iteration number; 3 invalid transforms.json; 4 positions
+read back from iter_N/island.blend identical to iter_(N-1) despite non-trivial deltas (STOP
+the loop); 5 target_spec.json missing/invalid; 6 geometry failed; 7 Blender failed;
+8 group inputs invalid; 1 internal error. A failed step leaves earlier iterations untouched.
+"""
+from __future__ import annotations
+
+import sys
+
+from _cli import job_runner, parser, progress_printer, run_main, settings_from
+
+
+def _summary(geometry: dict) -> str:
+    g = geometry.get("group", {})
+    parts = []
+    for key, label, unit in (("facing_error_max_deg", "facing max", "deg"),
+                             ("clearance_error_max_m", "clearance err max", "m"),
+                             ("penetration_pairs", "penetrations", ""),
+                             ("clearance_violations", "clearance violations", "")):
+        if g.get(key) is not None:
+            value = g[key]
+            parts.append(f"{label} {value:.3f}{unit}" if isinstance(value, float)
+                         else f"{label} {value}")
+    spacing = g.get("spacing", {})
+    if spacing.get("max_deviation_m") is not None:
+        parts.append(f"spacing dev {spacing['max_deviation_m']:.3f}m")
+    if spacing.get("ring_gap_cv") is not None:
+        parts.append(f"ring gap CV {spacing['ring_gap_cv']:.3f}")
+    match = g.get("pattern", {}).get("match")
+    if match is not None:
+        parts.append(f"pattern {'match' if match else 'MISMATCH'}")
+    return ", ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser("iter_step", __doc__.splitlines()[0])
+    p.add_argument("--iter", type=int, required=True, dest="n", help="iteration N >= 1")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        from island_tools.iteration import iter_step
+
+        settings = settings_from(args)
+        _, run_job = job_runner(settings)
+        result = iter_step(args.group_dir, args.n, settings, run_job, progress_printer(args))
+        for warning in result.warnings:
+            print(f"[iter_step] warning: {warning}", file=sys.stderr)
+        if result.trivial:
+            print("[iter_step] trivial transforms: sanity check skipped")
+        print("[iter_step] sanity OK")
+        print(f"[iter_step] iter_{result.iter}: {result.iter_dir}")
+        print(f"[iter_step] geometry: {_summary(result.geometry)}")
+        return 0
+
+    return run_main("iter_step", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
