@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _tmp_in(directory: Path, name: str) -> tuple[int, str]:
-    return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    """A temp file beside the target, with the permissions a plain open() would give."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:

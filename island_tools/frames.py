@@ -87,6 +87,11 @@ def transform_points(m: np.ndarray, pts: np.ndarray) -> np.ndarray:
 def footprint_centre_local(vertices: np.ndarray) -> np.ndarray:
     """Local-frame pivot: centre of the vertices' X/Y bounding box, at z=0."""
     v = np.asarray(vertices, dtype=float)
+    if v.ndim != 2 or len(v) == 0:
+        from .errors import GeometryError
+
+        raise GeometryError("mesh has no vertices: its footprint centre is undefined",
+                            fix="give the object real geometry or remove it from the group")
     lo, hi = v[:, :2].min(axis=0), v[:, :2].max(axis=0)
     return np.array([(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, 0.0])
 

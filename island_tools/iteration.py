@@ -313,11 +313,15 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
 
 def _info(n: int, result: dict[str, Any], *, trivial: bool, sanity: str, seconds: float
           ) -> dict[str, Any]:
+    render = dict(result.get("render") or {})
+    for view in ("persp", "bev"):
+        if view in render:  # the worker rendered into staging; name the final file
+            render[view] = f"render_{view}.png"
     return {"iter": n, "notes": INFO_NOTES, "trivial_transforms": trivial, "sanity": sanity,
             "blender_version": result.get("blender_version"),
             "file_version": result.get("file_version"),
             "autoexec_fail": result.get("autoexec_fail"),
-            "render": result.get("render"), "worker_timings_s": result.get("timings_s"),
+            "render": render or None, "worker_timings_s": result.get("timings_s"),
             "seconds": round(seconds, 4)}
 
 
@@ -395,7 +399,10 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             result = run_job({"op": "step", "blend": str(blend),
                               "members": list(group.metadata.members),
                               "anchor_id": group.metadata.anchor_id,
-                              "poses": {k: frames.to_list(v) for k, v in planned.items()},
+                              # Only moved members are written: the others keep their
+                              # exact stored matrices (no float32 round trip).
+                              "poses": {k: frames.to_list(planned[k])
+                                        for k, d in transforms.members.items() if not d.trivial},
                               "render": settings.render_job(), "export_meshes": None})
             read_back = _poses_from_job(result, group.metadata.members)
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")

@@ -1,0 +1,244 @@
+"""Forward axis of a furniture mesh from its geometry, and the group's ``forward_axes.json``.
+
+Detection (method ``"footprint_rect_depth"``), all in the object's local frame and invariant
+to yaw, translation and uniform scale because every quantity is measured relative to the
+footprint rectangle and normalised by its extents:
+
+1. The XY convex hull of the vertices and its minimum-area bounding rectangle (rotating
+   calipers) give the four candidate side normals *exactly* (box-like furniture has a hull
+   edge along its front); the answer is always one of them, never refined further.
+2. Depth cue ``D``: for each side, a RES x RES grid of horizontal rays spanning the side's
+   width and the object's full height is cast inward (an orthographic depth buffer,
+   vectorised ray/triangle tests); the depth of a ray is the distance to its first hit over
+   the rectangle's depth along the ray, 1 for a miss. ``D`` is the mean. Fronts are open
+   (seat space before a backrest, open shelves, a kneehole), backs and flanks are closed.
+3. Tall-side cue ``T``: a top-down height buffer; cells whose top lies in the upper quarter of
+   the object's height are "tall". With ``c`` their centroid in rectangle coordinates scaled
+   to [-1, 1], ``T = -c . n`` for a side of outward normal ``n``: +1 on the side opposite a
+   backrest, ~0 everywhere for tables and cabinets whose top covers the footprint.
+4. ``score = D + T``. The best side is the front unless it beats the runner-up by less than
+   ``SYMMETRY_MARGIN``: then the object is declared symmetric (axis ``None``).
+
+Thresholds (measured on the CC0 assets in ``shared/assets``, see tests/test_forward_axis.py):
+asymmetric assets win by 0.43 (TV cabinet) to 0.89 (chairs); symmetric tables and stools by
+at most 0.01. ``SYMMETRY_MARGIN = 0.15`` sits between with room on both sides.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+import numpy as np
+
+from .errors import GeometryError
+from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area
+
+METHOD = "footprint_rect_depth"
+RES = 48
+TALL_FRACTION = 0.75
+SYMMETRY_MARGIN = 0.15
+# A margin this large (or more) is reported as confidence 1.
+CONFIDENT_MARGIN = 0.5
+# Bounds the (triangle, cell) pairs rasterised at once: memory stays ~100 MB on any mesh.
+_PAIRS_PER_CHUNK = 1 << 20
+
+Axis2 = tuple[float, float]
+Override = Axis2 | Literal["symmetric"]
+
+_OVERRIDE_WORDS: dict[str, Override] = {
+    "+x": (1.0, 0.0), "-x": (-1.0, 0.0), "+y": (0.0, 1.0), "-y": (0.0, -1.0),
+    "symmetric": "symmetric", "none": "symmetric",
+}
+
+
+@dataclass(frozen=True)
+class ForwardAxis:
+    """``axis_local``: unit vector in the object's local XY, or None for symmetric objects."""
+
+    axis_local: Axis2 | None
+    method: str
+    confidence: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _depth_buffers(p: np.ndarray, faces: np.ndarray, ax_u: int, ax_w: int, ax_d: int,
+                   lo: tuple[float, float], hi: tuple[float, float]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Min and max of coordinate ``ax_d`` where rays along ``ax_d`` through the RES x RES cell
+    centres of [lo, hi] (in coordinates ``ax_u``, ``ax_w``) hit the mesh (+-inf on a miss)."""
+    tri = p[faces]
+    u, w, d = tri[:, :, ax_u], tri[:, :, ax_w], tri[:, :, ax_d]
+    su, sw = (hi[0] - lo[0]) / RES, (hi[1] - lo[1]) / RES
+    i0 = np.clip(np.ceil((u.min(axis=1) - lo[0]) / su - 0.5), 0, RES).astype(np.int64)
+    i1 = np.clip(np.floor((u.max(axis=1) - lo[0]) / su - 0.5), -1, RES - 1).astype(np.int64)
+    j0 = np.clip(np.ceil((w.min(axis=1) - lo[1]) / sw - 0.5), 0, RES).astype(np.int64)
+    j1 = np.clip(np.floor((w.max(axis=1) - lo[1]) / sw - 0.5), -1, RES - 1).astype(np.int64)
+    ni, nj = np.maximum(i1 - i0 + 1, 0), np.maximum(j1 - j0 + 1, 0)
+    den = (u[:, 1] - u[:, 0]) * (w[:, 2] - w[:, 0]) - (u[:, 2] - u[:, 0]) * (w[:, 1] - w[:, 0])
+    # Triangles seen edge-on are never the first hit of a ray their neighbours don't cover.
+    live = np.nonzero((ni * nj > 0) & (np.abs(den) > 1e-12 * su * sw))[0]
+    near, far = np.full(RES * RES, np.inf), np.full(RES * RES, -np.inf)
+    counts = (ni * nj)[live]
+    bounds = np.searchsorted(np.cumsum(counts), np.arange(1, counts.sum() // _PAIRS_PER_CHUNK + 1)
+                             * _PAIRS_PER_CHUNK)
+    for chunk in np.split(live, bounds):
+        if len(chunk) == 0:
+            continue
+        n = ni[chunk] * nj[chunk]
+        t = np.repeat(chunk, n)
+        k = np.arange(len(t)) - np.repeat(np.cumsum(n) - n, n)
+        ci, cj = i0[t] + k // nj[t], j0[t] + k % nj[t]
+        pu, pw = lo[0] + (ci + 0.5) * su, lo[1] + (cj + 0.5) * sw
+        ut, wt, dt, dn = u[t], w[t], d[t], den[t]
+        # Barycentric coordinates of the ray's (u, w) in the projected triangle.
+        du, dw = pu - ut[:, 0], pw - wt[:, 0]
+        l1 = (du * (wt[:, 2] - wt[:, 0]) - (ut[:, 2] - ut[:, 0]) * dw) / dn
+        l2 = ((ut[:, 1] - ut[:, 0]) * dw - du * (wt[:, 1] - wt[:, 0])) / dn
+        inside = (l1 >= -1e-9) & (l2 >= -1e-9) & (l1 + l2 <= 1.0 + 1e-9)
+        depth = dt[:, 0] + l1 * (dt[:, 1] - dt[:, 0]) + l2 * (dt[:, 2] - dt[:, 0])
+        cell = (ci * RES + cj)[inside]
+        np.minimum.at(near, cell, depth[inside])
+        np.maximum.at(far, cell, depth[inside])
+    return near.reshape(RES, RES), far.reshape(RES, RES)
+
+
+def _side_scores(vertices: np.ndarray, faces: np.ndarray, rect: Rect) -> list[dict[str, Any]]:
+    """Per side of ``rect``: local outward normal, depth cue, tall cue, score; best first."""
+    c, s = math.cos(rect.angle), math.sin(rect.angle)
+    e_u, e_v = np.array([c, s]), np.array([-s, c])
+    p = np.column_stack([vertices[:, :2] @ e_u, vertices[:, :2] @ e_v, vertices[:, 2]])
+    lo, hi = p.min(axis=0), p.max(axis=0)
+    ext = hi - lo
+
+    def depth_mean(hits: np.ndarray, from_low: bool, axis: int) -> float:
+        rel = (hits - lo[axis]) if from_low else (hi[axis] - hits)
+        return float(np.where(np.isfinite(hits), rel / ext[axis], 1.0).mean())
+
+    near_u, far_u = _depth_buffers(p, faces, 1, 2, 0, (lo[1], lo[2]), (hi[1], hi[2]))
+    near_v, far_v = _depth_buffers(p, faces, 0, 2, 1, (lo[0], lo[2]), (hi[0], hi[2]))
+    _, top = _depth_buffers(p, faces, 0, 1, 2, (lo[0], lo[1]), (hi[0], hi[1]))
+    tall = np.isfinite(top) & (top >= lo[2] + TALL_FRACTION * ext[2])
+    grid = (np.arange(RES) + 0.5) / RES * 2.0 - 1.0
+    gu, gv = np.meshgrid(grid, grid, indexing="ij")
+    cu = float(gu[tall].mean()) if tall.any() else 0.0
+    cv = float(gv[tall].mean()) if tall.any() else 0.0
+    sides = [
+        (e_u, depth_mean(far_u, False, 0), -cu),
+        (-e_u, depth_mean(near_u, True, 0), cu),
+        (e_v, depth_mean(far_v, False, 1), -cv),
+        (-e_v, depth_mean(near_v, True, 1), cv),
+    ]
+    out = [{"normal_local": [float(n[0]) + 0.0, float(n[1]) + 0.0], "depth": depth,
+            "tall": tall_cue, "score": depth + tall_cue} for n, depth, tall_cue in sides]
+    return sorted(out, key=lambda side: -side["score"])
+
+
+def _symmetric(reason: str) -> ForwardAxis:
+    return ForwardAxis(None, "symmetric", 0.0, {"reason": reason})
+
+
+def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
+    """Forward (front) direction of a mesh in its local XY; see the module docstring.
+
+    Raises GeometryError for a mesh without vertices, with non-finite vertices or with face
+    indices out of range. Flat, linear or face-less meshes are reported symmetric with a reason.
+    """
+    v = np.asarray(vertices, dtype=float).reshape(-1, 3)
+    f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    if len(v) == 0:
+        raise GeometryError("mesh has no vertices")
+    if not np.all(np.isfinite(v)):
+        raise GeometryError("mesh has non-finite vertices")
+    if len(f) and (f.min() < 0 or f.max() >= len(v)):
+        raise GeometryError("mesh has face indices out of range")
+    size = float(np.ptp(v, axis=0).max())
+    hull = convex_hull_2d(v[:, :2])
+    if len(f) == 0:
+        return _symmetric("mesh has no faces")
+    if size == 0.0 or len(hull) < 3 or polygon_area(hull) <= 1e-9 * size * size:
+        return _symmetric("footprint is degenerate")
+    if float(np.ptp(v[:, 2])) <= 1e-6 * size:
+        return _symmetric("mesh is flat")
+
+    best: tuple[float, Rect, list[dict[str, Any]]] | None = None
+    rects = min_area_rects(hull)
+    # Tied rectangles only occur for regular-polygon footprints; keep the most decisive one.
+    for rect in rects:
+        sides = _side_scores(v, f, rect)
+        margin = sides[0]["score"] - sides[1]["score"]
+        if best is None or margin > best[0]:
+            best = (margin, rect, sides)
+    assert best is not None
+    margin, rect, sides = best
+    detail: dict[str, Any] = {
+        "rect_angle_deg": round(math.degrees(rect.angle), 6),
+        "rect_extent": [round(rect.extent_u, 9), round(rect.extent_v, 9)],
+        "tied_rects": len(rects),
+        "margin": round(margin, 6),
+        "symmetry_margin": SYMMETRY_MARGIN,
+        "sides": [{k: (round(x, 6) if isinstance(x, float) else [round(c, 6) for c in x])
+                   for k, x in side.items()} for side in sides],
+    }
+    if margin < SYMMETRY_MARGIN:
+        return ForwardAxis(None, "symmetric", max(0.0, 1.0 - margin / SYMMETRY_MARGIN), detail)
+    nx, ny = sides[0]["normal_local"]
+    return ForwardAxis((nx, ny), METHOD, min(1.0, margin / CONFIDENT_MARGIN), detail)
+
+
+def parse_override(value: Any) -> Override:
+    """An explicit forward axis: "+X"/"-X"/"+Y"/"-Y" (any case), an [x, y] pair (normalised),
+    or "symmetric"/"none". Anything else raises ValueError saying what is accepted."""
+    accepted = "expected '+X', '-X', '+Y', '-Y', 'symmetric', 'none' or a non-zero [x, y] pair"
+    if isinstance(value, str):
+        key = value.strip().lower()
+        if key in _OVERRIDE_WORDS:
+            return _OVERRIDE_WORDS[key]
+        raise ValueError(f"invalid forward-axis override {value!r}: {accepted}")
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in value)):
+        x, y = float(value[0]), float(value[1])
+        norm = math.hypot(x, y)
+        if math.isfinite(norm) and norm > 0.0:
+            return (x / norm, y / norm)
+    raise ValueError(f"invalid forward-axis override {value!r}: {accepted}")
+
+
+def _entry(name: str, mesh: tuple[np.ndarray, np.ndarray],
+           overrides: Mapping[str, Any]) -> dict[str, Any]:
+    if name in overrides:
+        try:
+            parsed = parse_override(overrides[name])
+        except ValueError as exc:
+            raise ValueError(f"object '{name}': {exc}") from exc
+        axis = None if parsed == "symmetric" else [parsed[0], parsed[1]]
+        return {"axis_local": axis, "method": "override", "confidence": 1.0,
+                "detail": {"override": overrides[name]}}
+    try:
+        found = detect_forward_axis(*mesh)
+    except GeometryError as exc:
+        raise GeometryError(f"object '{name}': {exc.reason}") from exc
+    return {"axis_local": None if found.axis_local is None else list(found.axis_local),
+            "method": found.method, "confidence": round(found.confidence, 6),
+            "detail": found.detail}
+
+
+def forward_axes_document(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,
+                          overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Content of ``<group>/forward_axes.json``: one entry per member, the anchor apart.
+
+    An override (e.g. the object's ``forward_axis`` custom property) always wins over
+    detection. A bad override, or one naming an object outside the group, raises ValueError
+    naming the object (bad group input, not ignored); mesh problems raise GeometryError.
+    """
+    if anchor_id not in meshes:
+        raise GeometryError(f"anchor '{anchor_id}' has no mesh")
+    unknown = sorted(set(overrides) - set(meshes))
+    if unknown:
+        raise ValueError(f"forward-axis override for unknown object(s): {', '.join(unknown)}")
+    members = {name: _entry(name, meshes[name], overrides)
+               for name in sorted(meshes) if name != anchor_id}
+    return {"version": 1, "frame": "object_local",
+            "anchor": {"id": anchor_id, **_entry(anchor_id, meshes[anchor_id], overrides)},
+            "members": members}

@@ -1,0 +1,748 @@
+"""Deterministic floor-plane geometry of an island: the ground truth in ``iter_N/geometry.json``.
+
+Everything is measured in the island's canonical frame (anchor rigid frame, metres, floor =
+XY). Poses are canonical ``matrix_world`` values and may carry scale, so vertices are always
+transformed with the full matrix. The definitions implemented here are written up in
+``docs/ARCHITECTURE.md`` (section "Geometry definitions"); the constants below are the documented
+thresholds.
+
+Per group, :class:`GeometryContext` does the expensive work once (local convex footprint
+hulls, footprint pivots, one fcl BVH per mesh); each :meth:`GeometryContext.compute` call only
+moves transforms. No scipy/shapely: the convex-polygon code is plain numpy.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import fcl
+import numpy as np
+
+from . import frames
+from .errors import GeometryError
+
+Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
+
+PENETRATION_MIN_DEPTH_M = 0.005
+CLEARANCE_VIOLATION_TOL_M = 0.03
+SLOT_GAP_M = 0.10
+T_CENTRE_TOL_M = 0.05
+ROUND_MAX_ASPECT = 1.2
+ROUND_MAX_RADIUS_CV = 0.08
+# Bisection resolution of the horizontal penetration depth (well below the 5 mm threshold).
+PENETRATION_RESOLUTION_M = 0.0005
+_RADIUS_SAMPLES = 256
+
+EDGE_ORDER = ("+x", "-x", "+y", "-y")
+_EDGE_RANK = {e: i for i, e in enumerate(EDGE_ORDER + ("ring",))}
+_EDGE_NORMAL = {"+x": (1.0, 0.0), "-x": (-1.0, 0.0), "+y": (0.0, 1.0), "-y": (0.0, -1.0)}
+# Slot coordinates run along a canonical axis (never "around" the table) so that a slot
+# correction is directly a delta_xyz component.
+_EDGE_TANGENT = {"+x": (0.0, 1.0), "-x": (0.0, 1.0), "+y": (1.0, 0.0), "-y": (1.0, 0.0)}
+
+
+# --------------------------------------------------------------------------- polygons
+
+def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+
+def _half_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for p in points:
+        while len(out) >= 2 and _cross(out[-2], out[-1], p) <= 0.0:
+            out.pop()
+        out.append(p)
+    return out
+
+
+def _drop_interior(pts: np.ndarray) -> np.ndarray:
+    """Akl-Toussaint: discard points strictly inside the polygon of the 8 extreme points.
+
+    The monotone chain below is a Python loop; dense meshes (200k vertices) would make it the
+    bottleneck, and nearly all their points are interior.
+    """
+    keys = (pts[:, 0], pts[:, 1], pts[:, 0] + pts[:, 1], pts[:, 0] - pts[:, 1])
+    idx = sorted({int(f(k)) for k in keys for f in (np.argmin, np.argmax)})
+    poly = _monotone_chain(pts[idx])
+    if len(poly) < 3:
+        return pts
+    a, b = poly, np.roll(poly, -1, axis=0)
+    cross = ((b[:, 0] - a[:, 0])[None, :] * (pts[:, 1:2] - a[:, 1][None, :])
+             - (b[:, 1] - a[:, 1])[None, :] * (pts[:, 0:1] - a[:, 0][None, :]))
+    scale = float(np.abs(pts).max()) or 1.0
+    inside = np.all(cross > 1e-9 * scale * scale, axis=1)
+    return pts[~inside]
+
+
+def _monotone_chain(pts: np.ndarray) -> np.ndarray:
+    """Hull of lexicographically sorted unique points (CCW, collinear points removed)."""
+    if len(pts) < 3:
+        return pts.copy()
+    plist = [(float(x), float(y)) for x, y in pts]
+    lower = _half_hull(plist)
+    upper = _half_hull(plist[::-1])
+    return np.array(lower[:-1] + upper[:-1], dtype=float)
+
+
+def convex_hull_2d(points: np.ndarray) -> np.ndarray:
+    """Convex hull (k, 2), counter-clockwise, no repeated end point; k < 3 if degenerate."""
+    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    if len(pts) == 0:
+        return np.zeros((0, 2))
+    pts = np.unique(pts, axis=0)
+    if len(pts) > 64:
+        pts = _drop_interior(pts)
+    return _monotone_chain(pts)
+
+
+def polygon_area(hull: np.ndarray) -> float:
+    if len(hull) < 3:
+        return 0.0
+    x, y = hull[:, 0], hull[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def polygon_centroid(hull: np.ndarray) -> np.ndarray:
+    """Area centroid of a CCW polygon."""
+    x, y = hull[:, 0], hull[:, 1]
+    xn, yn = np.roll(x, -1), np.roll(y, -1)
+    c = x * yn - xn * y
+    area = 0.5 * float(c.sum())
+    return np.array([float(((x + xn) * c).sum()), float(((y + yn) * c).sum())]) / (6.0 * area)
+
+
+@dataclass(frozen=True)
+class Rect:
+    """An oriented rectangle around a hull: ``angle`` of its u side in radians, [0, pi/2)."""
+
+    angle: float
+    extent_u: float
+    extent_v: float
+
+    @property
+    def area(self) -> float:
+        return self.extent_u * self.extent_v
+
+
+def min_area_rects(hull: np.ndarray, rel_tol: float = 1e-6) -> list[Rect]:
+    """Minimum-area bounding rectangles of a convex hull (rotating calipers).
+
+    One side of a minimum rectangle is flush with a hull edge, so only the hull edge
+    directions are tried; the result is exact to floating point. Several rectangles are
+    returned only when their areas tie within ``rel_tol`` (regular polygons), distinct modulo
+    90 degrees, best first.
+    """
+    edges = np.roll(hull, -1, axis=0) - hull
+    angles = np.mod(np.arctan2(edges[:, 1], edges[:, 0]), math.pi / 2.0)
+    c, s = np.cos(angles), np.sin(angles)
+    pu = hull @ np.stack([c, s])              # (k, n_angles)
+    pv = hull @ np.stack([-s, c])
+    eu = pu.max(axis=0) - pu.min(axis=0)
+    ev = pv.max(axis=0) - pv.min(axis=0)
+    area = eu * ev
+    order = np.argsort(area, kind="stable")
+    best = float(area[order[0]])
+    out: list[Rect] = []
+    for i in order:
+        if area[i] > best * (1.0 + rel_tol) + 1e-300:
+            break
+        a = float(angles[i])
+        diff = [abs((a - r.angle + math.pi / 4.0) % (math.pi / 2.0) - math.pi / 4.0) for r in out]
+        if all(d > 1e-6 for d in diff):
+            out.append(Rect(a, float(eu[i]), float(ev[i])))
+    return out
+
+
+def _outward_normals(hull: np.ndarray) -> np.ndarray:
+    d = np.roll(hull, -1, axis=0) - hull
+    n = np.stack([d[:, 1], -d[:, 0]], axis=1)
+    length = np.linalg.norm(n, axis=1)
+    keep = length > 0
+    return n[keep] / length[keep, None]
+
+
+def _point_segment_distance(points: np.ndarray, hull: np.ndarray) -> float:
+    a = hull
+    d = np.roll(hull, -1, axis=0) - hull
+    rel = points[:, None, :] - a[None, :, :]
+    dd = np.maximum((d * d).sum(axis=1), 1e-300)
+    t = np.clip((rel * d[None, :, :]).sum(axis=2) / dd[None, :], 0.0, 1.0)
+    closest = a[None, :, :] + t[:, :, None] * d[None, :, :]
+    return float(np.linalg.norm(points[:, None, :] - closest, axis=2).min())
+
+
+def convex_signed_distance(p: np.ndarray, q: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """Signed floor-plane distance between two CCW convex polygons (>= 3 vertices each).
+
+    Disjoint: (gap > 0, None). Touching: (0, None). Overlapping: (-depth, axis) where depth
+    is the minimum translation distance (separating-axis theorem over both polygons' edge
+    normals) and ``axis`` the unit direction in which to move ``p`` by ``depth`` to clear ``q``.
+    """
+    axes = np.vstack([_outward_normals(p), _outward_normals(q)])
+    pp, qq = p @ axes.T, q @ axes.T
+    push_pos = qq.max(axis=0) - pp.min(axis=0)
+    push_neg = pp.max(axis=0) - qq.min(axis=0)
+    if np.any(push_pos <= 0.0) or np.any(push_neg <= 0.0):
+        gap = min(_point_segment_distance(p, q), _point_segment_distance(q, p))
+        return gap, None
+    i_pos, i_neg = int(np.argmin(push_pos)), int(np.argmin(push_neg))
+    if push_pos[i_pos] <= push_neg[i_neg]:
+        return -float(push_pos[i_pos]), axes[i_pos]
+    return -float(push_neg[i_neg]), -axes[i_neg]
+
+
+def _radius_cv(hull: np.ndarray, centre: np.ndarray) -> float:
+    """Coefficient of variation of the boundary's distance to ``centre``, sampled uniformly
+    by arc length (vertex radii would call a square circular)."""
+    d = np.roll(hull, -1, axis=0) - hull
+    seg = np.linalg.norm(d, axis=1)
+    cum = np.concatenate([[0.0], np.cumsum(seg)])
+    s = (np.arange(_RADIUS_SAMPLES) + 0.5) / _RADIUS_SAMPLES * cum[-1]
+    i = np.clip(np.searchsorted(cum, s, side="right") - 1, 0, len(hull) - 1)
+    pts = hull[i] + ((s - cum[i]) / np.maximum(seg[i], 1e-300))[:, None] * d[i]
+    r = np.linalg.norm(pts - centre, axis=1)
+    return float(r.std() / r.mean())
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _num(x: float) -> float:
+    v = float(x)
+    if not math.isfinite(v):
+        raise GeometryError(f"non-finite value in geometry computation ({v})")
+    return round(v, 6) + 0.0
+
+
+def _vec(v: np.ndarray | None) -> list[float] | None:
+    return None if v is None else [_num(x) for x in v]
+
+
+def _unit(v: np.ndarray) -> np.ndarray | None:
+    n = float(np.linalg.norm(v))
+    return None if n < 1e-12 else v / n
+
+
+def _angle_between_deg(a: np.ndarray, b: np.ndarray) -> float:
+    return math.degrees(math.atan2(abs(a[0] * b[1] - a[1] * b[0]), float(np.dot(a, b))))
+
+
+def _wrap_deg(a: float) -> float:
+    return (a + 180.0) % 360.0 - 180.0
+
+
+def _bvh(vertices: np.ndarray, faces: np.ndarray) -> fcl.BVHModel:
+    model = fcl.BVHModel()
+    model.beginModel(len(vertices), len(faces))
+    model.addSubModel(np.ascontiguousarray(vertices, dtype=np.float64),
+                      np.ascontiguousarray(faces, dtype=np.int32))
+    model.endModel()
+    return model
+
+
+@dataclass
+class _MeshData:
+    vertices: np.ndarray
+    faces: np.ndarray
+    local_hull: np.ndarray
+    bbox_corners: np.ndarray
+    pivot_local: np.ndarray
+    axis_local: np.ndarray | None
+    bvh_scale: tuple[float, ...] | None = None
+    # Held here too so the model's lifetime never depends on fcl's Python wrapper.
+    bvh: fcl.BVHModel | None = None
+    obj: fcl.CollisionObject | None = None
+
+
+@dataclass
+class _Placed:
+    """One object at its pose for the current compute() call."""
+
+    name: str
+    hull: np.ndarray
+    z_range: tuple[float, float]
+    rotation: np.ndarray
+    translation: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    shape: str
+    shape_reason: str
+    centre: np.ndarray
+    half: np.ndarray
+    long_axis: str
+    hull: np.ndarray
+    aspect: float
+    radius_cv: float
+
+
+def _parse_axis(name: str, entry: Any) -> np.ndarray | None:
+    if not isinstance(entry, Mapping) or "axis_local" not in entry:
+        raise GeometryError(f"no forward-axis entry for '{name}'", file="forward_axes.json",
+                            field=f"members.{name}.axis_local")
+    axis = entry["axis_local"]
+    if axis is None:
+        return None
+    arr = np.asarray(axis, dtype=float) if isinstance(axis, (list, tuple)) else np.zeros(0)
+    unit = _unit(arr) if arr.shape == (2,) and np.all(np.isfinite(arr)) else None
+    if unit is None:
+        raise GeometryError(f"forward axis of '{name}' is not a non-zero [x, y] pair: {axis!r}",
+                            file="forward_axes.json", field=f"members.{name}.axis_local")
+    return unit
+
+
+# --------------------------------------------------------------------------- slots
+
+def _ring_slots(ordered: list[dict[str, Any]]) -> None:
+    """Ideal ring angles: evenly spaced, phase = circular mean of the members' offsets."""
+    k = len(ordered)
+    theta = np.radians([m["angle_deg"] for m in ordered])
+    base = 2.0 * math.pi * np.arange(k) / k
+    phase = math.atan2(float(np.sin(theta - base).sum()), float(np.cos(theta - base).sum()))
+    for i, m in enumerate(ordered):
+        target = _wrap_deg(math.degrees(phase + base[i]))
+        m.update(slot=i, angle_target_deg=target,
+                 angle_deviation_deg=_wrap_deg(m["angle_deg"] - target))
+
+
+def _edge_slots(ordered: list[dict[str, Any]], edge_length: float) -> None:
+    """Ideal slots on one edge: k equal cells over S = max(L, k * (w_max + SLOT_GAP_M))."""
+    k = len(ordered)
+    w_max = max(m["tangent_extent_m"] for m in ordered)
+    span = max(edge_length, k * (w_max + SLOT_GAP_M))
+    for i, m in enumerate(ordered):
+        ideal = -span / 2.0 + span * (i + 0.5) / k
+        m.update(slot=i, slot_offset_m=m["t"], slot_target_m=ideal,
+                 slot_deviation_m=m["t"] - ideal)
+
+
+# --------------------------------------------------------------------------- context
+
+class GeometryContext:
+    """Per-group cache: build hulls/pivots/BVHs once, then :meth:`compute` per iteration."""
+
+    def __init__(self, meshes: Meshes, anchor_id: str, forward_axes: Mapping[str, Any]) -> None:
+        if anchor_id not in meshes:
+            raise GeometryError(f"anchor '{anchor_id}' has no mesh")
+        self.anchor_id = anchor_id
+        self.member_ids = sorted(n for n in meshes if n != anchor_id)
+        fa_members = forward_axes.get("members", {}) if isinstance(forward_axes, Mapping) else {}
+        self._data: dict[str, _MeshData] = {}
+        for name in [anchor_id, *self.member_ids]:
+            verts, faces = meshes[name]
+            axis = None if name == anchor_id else _parse_axis(name, fa_members.get(name))
+            self._data[name] = self._prepare(name, verts, faces, axis)
+
+    @staticmethod
+    def _prepare(name: str, verts: np.ndarray, faces: np.ndarray,
+                 axis: np.ndarray | None) -> _MeshData:
+        v = np.asarray(verts, dtype=float)
+        f = np.asarray(faces)
+        if v.ndim != 2 or v.shape[1] != 3 or len(v) == 0:
+            raise GeometryError(f"object '{name}' has no vertices")
+        if not np.all(np.isfinite(v)):
+            raise GeometryError(f"object '{name}' has non-finite vertices")
+        if f.ndim != 2 or f.shape[1] != 3 or len(f) == 0:
+            raise GeometryError(f"object '{name}' has no triangles")
+        if f.min() < 0 or f.max() >= len(v):
+            raise GeometryError(f"object '{name}' has face indices out of range")
+        hull = convex_hull_2d(v[:, :2])
+        if len(hull) < 3:
+            raise GeometryError(f"object '{name}' has a degenerate footprint "
+                                "(all vertices collinear in the floor plane)")
+        lo, hi = v.min(axis=0), v.max(axis=0)
+        corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                            for z in (lo[2], hi[2])])
+        return _MeshData(vertices=v, faces=f.astype(np.int32), local_hull=hull,
+                         bbox_corners=corners, pivot_local=frames.footprint_centre_local(v),
+                         axis_local=axis)
+
+    # ----------------------------------------------------------------- placement
+
+    def _place(self, name: str, pose: np.ndarray) -> _Placed:
+        data = self._data[name]
+        lin = pose[:3, :3]
+        tol = 1e-9 * max(float(np.abs(lin).max()), 1e-300)
+        if max(abs(lin[2, 0]), abs(lin[2, 1]), abs(lin[0, 2]), abs(lin[1, 2])) <= tol:
+            # Upright pose: the footprint is an affine image of the cached local hull.
+            pts = data.local_hull @ lin[:2, :2].T + pose[:2, 3]
+        else:
+            pts = frames.transform_points(pose, data.vertices)[:, :2]
+        hull = convex_hull_2d(pts)
+        if len(hull) < 3:
+            raise GeometryError(f"object '{name}' has a degenerate footprint at its pose")
+        z = frames.transform_points(pose, data.bbox_corners)[:, 2]
+        t, rot, scale = frames.decompose(pose)
+        self._sync_bvh(data, scale)
+        return _Placed(name=name, hull=hull, z_range=(float(z.min()), float(z.max())),
+                       rotation=rot, translation=t)
+
+    @staticmethod
+    def _sync_bvh(data: _MeshData, scale: np.ndarray) -> None:
+        # fcl transforms are rigid, so the pose's scale is baked into the BVH; it only changes
+        # when the scale does (deltas are translations and yaws).
+        key = tuple(round(float(s), 9) for s in scale)
+        if data.bvh_scale != key:
+            data.bvh = _bvh(data.vertices * np.asarray(key), data.faces)
+            data.obj = fcl.CollisionObject(data.bvh, fcl.Transform())
+            data.bvh_scale = key
+
+    def _set_transform(self, placed: _Placed, offset_xy: np.ndarray | None = None) -> None:
+        t = placed.translation.copy()
+        if offset_xy is not None:
+            t[:2] += offset_xy
+        obj = self._data[placed.name].obj
+        assert obj is not None
+        obj.setTransform(fcl.Transform(placed.rotation, t))
+
+    def _collide(self, a: str, b: str) -> bool:
+        request, result = fcl.CollisionRequest(), fcl.CollisionResult()
+        return fcl.collide(self._data[a].obj, self._data[b].obj, request, result) > 0
+
+    def _penetration_depth(self, a: _Placed, b: _Placed) -> float:
+        """Horizontal distance ``a`` must move (along the floor-plane separating axis of the
+        two footprint hulls) until the meshes no longer intersect; 0 if they do not.
+
+        fcl's per-contact ``penetration_depth`` for triangle meshes is the local
+        triangle-triangle depth (a 5 cm overlap of two boxes reports 30 cm), so only fcl's
+        exact yes/no answer is used and the depth is found by bisection.
+        """
+        if a.z_range[0] > b.z_range[1] or b.z_range[0] > a.z_range[1]:
+            return 0.0
+        signed, axis = convex_signed_distance(a.hull, b.hull)
+        if axis is None or not self._collide(a.name, b.name):
+            return 0.0
+        lo, hi = 0.0, -signed * (1.0 + 1e-9) + 1e-6
+        while hi - lo > PENETRATION_RESOLUTION_M:
+            mid = 0.5 * (lo + hi)
+            self._set_transform(a, axis * mid)
+            if self._collide(a.name, b.name):
+                lo = mid
+            else:
+                hi = mid
+        self._set_transform(a)
+        return hi
+
+    # ----------------------------------------------------------------- anchor
+
+    def _anchor_shape(self, hull: np.ndarray, target_spec: Mapping[str, Any]) -> _Anchor:
+        lo, hi = hull.min(axis=0), hull.max(axis=0)
+        half = (hi - lo) / 2.0
+        rect = min_area_rects(hull)[0]
+        aspect = max(rect.extent_u, rect.extent_v) / max(min(rect.extent_u, rect.extent_v),
+                                                         1e-300)
+        centroid = polygon_centroid(hull)
+        cv = _radius_cv(hull, centroid)
+        if target_spec.get("pattern") == "ring":
+            reason = "pattern is ring"
+        elif "round" in str(target_spec.get("anchor_role", "")).lower():
+            reason = "anchor_role contains 'round'"
+        elif aspect < ROUND_MAX_ASPECT and cv < ROUND_MAX_RADIUS_CV:
+            reason = "near-circular footprint"
+        else:
+            reason = "rectangular footprint"
+        shape = "rect" if reason == "rectangular footprint" else "round"
+        centre = (lo + hi) / 2.0 if shape == "rect" else centroid
+        return _Anchor(shape=shape, shape_reason=reason, centre=centre, half=half,
+                       long_axis="x" if half[0] >= half[1] else "y", hull=hull,
+                       aspect=aspect, radius_cv=cv)
+
+    @staticmethod
+    def _edge_info(anchor: _Anchor) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for e in EDGE_ORDER:
+            n, tangent = np.array(_EDGE_NORMAL[e]), np.array(_EDGE_TANGENT[e])
+            h_normal = anchor.half[0] if e[1] == "x" else anchor.half[1]
+            length = 2.0 * (anchor.half[1] if e[1] == "x" else anchor.half[0])
+            midpoint = anchor.centre + n * h_normal
+            out[e] = {"role": "short" if e[1] == anchor.long_axis else "long",
+                      "normal": n, "tangent": tangent, "length_m": length,
+                      "midpoint": midpoint, "offset_m": float(n @ midpoint)}
+        return out
+
+    # ----------------------------------------------------------------- compute
+
+    def compute(self, poses: Mapping[str, Any], target_spec: Mapping[str, Any],
+                iter_index: int) -> dict[str, Any]:
+        """The geometry.json document for one iteration's canonical poses."""
+        for name in poses:
+            if name not in self._data:
+                raise GeometryError(f"pose given for '{name}', which has no mesh")
+        placed: dict[str, _Placed] = {}
+        pivots: dict[str, np.ndarray] = {}
+        yaws: dict[str, float] = {}
+        for name in [self.anchor_id, *self.member_ids]:
+            if name not in poses:
+                raise GeometryError(f"object '{name}' has no pose")
+            try:
+                pose = frames.as_matrix(poses[name])
+            except ValueError as exc:
+                raise GeometryError(f"pose of '{name}': {exc}") from exc
+            placed[name] = self._place(name, pose)
+            self._set_transform(placed[name])
+            pivots[name] = frames.pivot_in_frame(pose, self._data[name].pivot_local)[:2]
+            yaws[name] = frames.yaw_deg(pose)
+        anchor = self._anchor_shape(placed[self.anchor_id].hull, target_spec)
+        edges = self._edge_info(anchor)
+        # Members of round anchors (pattern "ring" included) sit on one "ring" edge.
+        ring_mode = anchor.shape == "round"
+        target_clearance = float(target_spec.get("clearance_m", 0.0))
+        facing = str(target_spec.get("facing", ""))
+
+        members: dict[str, dict[str, Any]] = {}
+        for name in self.member_ids:
+            members[name] = self._member(name, placed[name], pivots[name], yaws[name], anchor,
+                                         edges, ring_mode, facing, target_clearance)
+        pairs = self._penetrations(placed, members)
+        on_edge = self._assign_slots(members, edges, ring_mode)
+        spacing = self._spacing(members, on_edge, ring_mode)
+        group = self._group(members, on_edge, spacing, edges, ring_mode, target_spec,
+                            target_clearance, pairs)
+        return {
+            "iter": int(iter_index),
+            "frame": "canonical",
+            "units": "metres, degrees",
+            "anchor": self._anchor_doc(anchor, edges),
+            "target": {k: target_spec[k] for k in (
+                "anchor_role", "member_count", "pattern", "facing", "spacing", "clearance_m",
+                "free_note") if k in target_spec},
+            "members": {name: self._member_doc(m) for name, m in members.items()},
+            "group": group,
+        }
+
+    def _member(self, name: str, placed: _Placed, centre: np.ndarray, yaw: float,
+                anchor: _Anchor, edges: dict[str, dict[str, Any]], ring_mode: bool, facing: str,
+                target_clearance: float) -> dict[str, Any]:
+        rel = centre - anchor.centre
+        angle = math.degrees(math.atan2(rel[1], rel[0]))
+        if ring_mode:
+            edge, role = "ring", "ring"
+            inward = _unit(-rel)
+        else:
+            dist = {e: float(edges[e]["normal"] @ centre) - edges[e]["offset_m"]
+                    for e in EDGE_ORDER}
+            edge = max(EDGE_ORDER, key=lambda e: dist[e])
+            role = edges[edge]["role"]
+            inward = -edges[edge]["normal"]
+        tangent = None if ring_mode else edges[edge]["tangent"]
+        axis = self._data[name].axis_local
+        forward = None
+        if axis is not None:
+            forward = _unit((placed.rotation @ np.array([axis[0], axis[1], 0.0]))[:2])
+        target, error, note = self._facing(facing, forward, inward, anchor, axis is None)
+        clearance, _ = convex_signed_distance(placed.hull, anchor.hull)
+        proj_t = None if tangent is None else placed.hull @ tangent
+        return {
+            "footprint_centre": centre, "yaw_deg": yaw,
+            "forward_canonical": forward, "facing_target": target, "facing_error_deg": error,
+            "facing_note": note, "clearance_m": clearance,
+            "clearance_error_m": clearance - target_clearance, "penetrations": {},
+            "edge": edge, "edge_role": role, "angle_deg": angle,
+            "t": None if tangent is None else float(tangent @ (centre - anchor.centre)),
+            "tangent_extent_m": None if proj_t is None else float(proj_t.max() - proj_t.min()),
+            "slot": None, "slot_offset_m": None, "slot_target_m": None,
+            "slot_deviation_m": None, "angle_target_deg": None, "angle_deviation_deg": None,
+        }
+
+    @staticmethod
+    def _facing(facing: str, forward: np.ndarray | None, inward: np.ndarray | None,
+                anchor: _Anchor, symmetric: bool
+                ) -> tuple[np.ndarray | None, float | None, str | None]:
+        if facing == "mixed":
+            return None, None, "mixed: see free_note"
+        if facing == "toward_anchor":
+            target = inward
+        elif facing == "away_from_anchor":
+            target = None if inward is None else -inward
+        elif facing == "parallel_to_anchor_long_axis":
+            long_dir = np.array([1.0, 0.0] if anchor.long_axis == "x" else [0.0, 1.0])
+            target = long_dir if forward is None or forward @ long_dir >= 0.0 else -long_dir
+        else:
+            return None, None, f"unknown facing '{facing}'"
+        if symmetric:
+            return target, None, "symmetric: facing does not apply"
+        if target is None:
+            return None, None, "member footprint centre coincides with the anchor centre"
+        if forward is None:
+            return target, None, "forward axis is vertical at this pose"
+        return target, _angle_between_deg(forward, target), None
+
+    def _penetrations(self, placed: dict[str, _Placed],
+                      members: dict[str, dict[str, Any]]) -> int:
+        names = [self.anchor_id, *self.member_ids]
+        pairs = 0
+        for a in self.member_ids:
+            for b in names[: names.index(a)]:
+                depth = self._penetration_depth(placed[a], placed[b])
+                if depth <= PENETRATION_MIN_DEPTH_M:
+                    continue
+                pairs += 1
+                members[a]["penetrations"][b] = depth
+                if b in members:
+                    members[b]["penetrations"][a] = depth
+        return pairs
+
+    @staticmethod
+    def _assign_slots(members: dict[str, dict[str, Any]], edges: dict[str, dict[str, Any]],
+                      ring_mode: bool) -> dict[str, list[str]]:
+        """Edge -> member names in slot order; fills each member's slot fields."""
+        on_edge: dict[str, list[str]] = {}
+        for name, m in members.items():
+            on_edge.setdefault(m["edge"], []).append(name)
+        for edge, names in on_edge.items():
+            key = "angle_deg" if ring_mode else "t"
+            names.sort(key=lambda n: (members[n][key], n))
+            if ring_mode:
+                _ring_slots([members[n] for n in names])
+            else:
+                _edge_slots([members[n] for n in names], edges[edge]["length_m"])
+        return on_edge
+
+    @staticmethod
+    def _spacing(members: dict[str, dict[str, Any]], on_edge: dict[str, list[str]],
+                 ring_mode: bool) -> dict[str, Any]:
+        if ring_mode:
+            names = on_edge.get("ring", [])
+            angles = sorted(members[n]["angle_deg"] for n in names)
+            if len(angles) < 2:
+                gaps = [360.0] if angles else []
+                cv = 0.0 if angles else None
+            else:
+                gaps = list(np.diff(angles)) + [360.0 - (angles[-1] - angles[0])]
+                cv = float(np.std(gaps) / np.mean(gaps))
+            return {"mode": "ring", "per_edge_max_deviation_m": {}, "max_deviation_m": None,
+                    "ring_gap_cv": None if cv is None else _num(cv),
+                    "ring_gaps_deg": [_num(g) for g in gaps]}
+        per_edge = {e: _num(max(abs(members[n]["slot_deviation_m"]) for n in on_edge[e]))
+                    for e in EDGE_ORDER if e in on_edge}
+        return {"mode": "edges", "per_edge_max_deviation_m": per_edge,
+                "max_deviation_m": max(per_edge.values()) if per_edge else None,
+                "ring_gap_cv": None, "ring_gaps_deg": None}
+
+    @staticmethod
+    def _pattern(pattern: str, on_edge: dict[str, list[str]], members: dict[str, dict[str, Any]],
+                 edges: dict[str, dict[str, Any]], ring_mode: bool) -> dict[str, Any]:
+        k = len(members)
+        counts = {e: len(v) for e, v in on_edge.items()}
+        nonempty = sorted((e for e in counts if counts[e]), key=_EDGE_RANK.__getitem__)
+        if pattern in ("cluster", "free"):
+            return {"expected": None, "observed": {"nonempty_edges": nonempty}, "match": None,
+                    "note": f"{pattern}: not checkable"}
+        if pattern == "ring":
+            return {"expected": {"ring": k}, "observed": {"ring": counts.get("ring", 0)},
+                    "match": counts.get("ring", 0) == k,
+                    "note": "evenness is spacing.ring_gap_cv"}
+        if ring_mode:
+            return {"expected": None, "observed": {"ring": counts.get("ring", 0)}, "match": None,
+                    "note": f"round anchor: pattern '{pattern}' is not checkable by edges"}
+        by_role: dict[str, list[int]] = {"long": [], "short": []}
+        for e in EDGE_ORDER:
+            by_role[edges[e]["role"]].append(counts.get(e, 0))
+        roles = {r: sorted(v, reverse=True) for r, v in by_role.items()}
+        if pattern == "row":
+            observed = {"nonempty_edges": len(nonempty), "on_one_edge": max(counts.values(),
+                                                                             default=0)}
+            expected = {"nonempty_edges": 1, "on_one_edge": k}
+            return {"expected": expected, "observed": observed, "match": observed == expected,
+                    "note": None}
+        if pattern in ("2+2+1", "2+2+1+1"):
+            expected = {"long": [2, 2], "short": [1, 0] if pattern == "2+2+1" else [1, 1]}
+            return {"expected": expected, "observed": roles, "match": roles == expected,
+                    "note": None}
+        if pattern == "L":
+            match = len(nonempty) == 2 and nonempty[0][1] != nonempty[1][1]
+            return {"expected": {"nonempty_edges": "two adjacent edges"},
+                    "observed": {"nonempty_edges": nonempty}, "match": match, "note": None}
+        # T: everything on one long edge, bunched around its midpoint.
+        names = [n for e in nonempty for n in on_edge[e]]
+        w_max = max((members[n]["tangent_extent_m"] for n in names), default=0.0)
+        tol = w_max / 2.0 + T_CENTRE_TOL_M
+        max_t = max((abs(members[n]["t"]) for n in names), default=0.0)
+        match = (len(nonempty) == 1 and edges[nonempty[0]]["role"] == "long" and max_t <= tol)
+        return {"expected": {"nonempty_edges": 1, "edge_role": "long",
+                             "max_abs_offset_m": _num(tol)},
+                "observed": {"nonempty_edges": nonempty, "max_abs_offset_m": _num(max_t)},
+                "match": match, "note": None}
+
+    def _group(self, members: dict[str, dict[str, Any]], on_edge: dict[str, list[str]],
+               spacing: dict[str, Any], edges: dict[str, dict[str, Any]],
+               ring_mode: bool, target_spec: Mapping[str, Any], target_clearance: float,
+               pairs: int) -> dict[str, Any]:
+        errors = [m["facing_error_deg"] for m in members.values()
+                  if m["facing_error_deg"] is not None]
+        clear_err = [abs(m["clearance_error_m"]) for m in members.values()]
+        edge_names = ("ring",) if ring_mode else EDGE_ORDER
+        target_count = target_spec.get("member_count")
+        return {
+            "member_count": {"observed": len(members), "target": target_count,
+                             "match": target_count == len(members)},
+            "edge_counts": {e: len(on_edge.get(e, [])) for e in edge_names},
+            "pattern": self._pattern(str(target_spec.get("pattern", "")), on_edge, members,
+                                     edges, ring_mode),
+            "spacing": spacing,
+            "facing_error_max_deg": _num(max(errors)) if errors else None,
+            "facing_error_mean_deg": _num(sum(errors) / len(errors)) if errors else None,
+            "clearance_error_max_m": _num(max(clear_err)) if clear_err else None,
+            "clearance_violations": sum(
+                1 for m in members.values()
+                if m["clearance_m"] < target_clearance - CLEARANCE_VIOLATION_TOL_M),
+            "penetration_pairs": pairs,
+        }
+
+    def _anchor_doc(self, anchor: _Anchor, edges: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "id": self.anchor_id, "shape": anchor.shape, "shape_reason": anchor.shape_reason,
+            "centre": _vec(anchor.centre), "half_extents_m": _vec(anchor.half),
+            "long_axis": anchor.long_axis,
+            "min_rect_aspect": _num(anchor.aspect), "radius_cv": _num(anchor.radius_cv),
+        }
+        if anchor.shape == "round":
+            dist = np.linalg.norm(anchor.hull - anchor.centre, axis=1)
+            normals = _outward_normals(anchor.hull)
+            offsets = np.einsum("ij,ij->i", normals, anchor.hull)
+            doc["radius_m"] = _num(dist.max())
+            doc["inradius_m"] = _num(float((offsets - normals @ anchor.centre).min()))
+            doc["edges"] = {}
+        else:
+            doc["edges"] = {e: {"role": info["role"], "normal": _vec(info["normal"]),
+                                "tangent": _vec(info["tangent"]),
+                                "length_m": _num(info["length_m"]),
+                                "midpoint": _vec(info["midpoint"])} for e, info in edges.items()}
+        return doc
+
+    @staticmethod
+    def _member_doc(m: dict[str, Any]) -> dict[str, Any]:
+        def opt(x: float | None) -> float | None:
+            return None if x is None else _num(x)
+
+        return {
+            "footprint_centre": _vec(m["footprint_centre"]),
+            "yaw_deg": _num(m["yaw_deg"]),
+            "forward_canonical": _vec(m["forward_canonical"]),
+            "facing_target": _vec(m["facing_target"]),
+            "facing_error_deg": opt(m["facing_error_deg"]),
+            "facing_note": m["facing_note"],
+            "clearance_m": _num(m["clearance_m"]),
+            "clearance_error_m": _num(m["clearance_error_m"]),
+            "penetrations": {k: _num(v) for k, v in sorted(m["penetrations"].items())},
+            "edge": m["edge"],
+            "edge_role": m["edge_role"],
+            "slot": m["slot"],
+            "slot_offset_m": opt(m["slot_offset_m"]),
+            "slot_target_m": opt(m["slot_target_m"]),
+            "slot_deviation_m": opt(m["slot_deviation_m"]),
+            "tangent_extent_m": opt(m["tangent_extent_m"]),
+            "angle_deg": _num(m["angle_deg"]),
+            "angle_target_deg": opt(m["angle_target_deg"]),
+            "angle_deviation_deg": opt(m["angle_deviation_deg"]),
+        }
+
+
+def compute_geometry(meshes: Meshes, poses: Mapping[str, Any], anchor_id: str,
+                     target_spec: Mapping[str, Any], forward_axes: Mapping[str, Any],
+                     iter_index: int) -> dict[str, Any]:
+    """One-shot :meth:`GeometryContext.compute` (builds the BVHs; prefer a context in loops)."""
+    return GeometryContext(meshes, anchor_id, forward_axes).compute(poses, target_spec,
+                                                                     iter_index)

@@ -1,0 +1,56 @@
+"""Locate the shared CC0 furniture assets and load them in Blender's frame (tests only).
+
+The repository sits beside ``shared/`` (``/work/main`` next to ``/work/shared``; CI clones
+the repo into another folder with a copy of ``shared/`` beside it), so the assets are looked
+up relative to the repository's parent, never at an absolute path.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ASSETS_DIR = REPO_ROOT.parent / "shared" / "assets"
+MANIFEST = ASSETS_DIR / "MANIFEST.tsv"
+
+# glTF is Y-up with +Z toward the viewer; Blender's importer maps (x, y, z) -> (x, -z, y).
+GLTF_TO_BLENDER = np.array([[1.0, 0.0, 0.0],
+                            [0.0, 0.0, -1.0],
+                            [0.0, 1.0, 0.0]])
+
+
+@dataclass(frozen=True)
+class AssetRow:
+    file: str
+    category: str
+    front_axis: str
+
+    @property
+    def path(self) -> Path:
+        return ASSETS_DIR / self.file
+
+    @property
+    def symmetric(self) -> bool:
+        return self.front_axis.strip().lower().startswith("none")
+
+
+def assets_available() -> bool:
+    return MANIFEST.is_file()
+
+
+def manifest_rows() -> list[AssetRow]:
+    with MANIFEST.open(newline="", encoding="utf-8") as fh:
+        return [AssetRow(file=r["file"], category=r["category"], front_axis=r["front_axis"])
+                for r in csv.DictReader(fh, delimiter="\t")]
+
+
+def load_blender_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices (n,3) float64, faces (m,3) int64) with node transforms baked, Blender Z-up."""
+    import trimesh
+
+    mesh = trimesh.load(str(path), force="scene").to_geometry()
+    verts = np.asarray(mesh.vertices, dtype=np.float64) @ GLTF_TO_BLENDER.T
+    return verts, np.asarray(mesh.faces, dtype=np.int64)

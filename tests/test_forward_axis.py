@@ -1,0 +1,181 @@
+"""Forward-axis detection against the asset manifest's independent front column, at any yaw."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from _assets import ASSETS_DIR, assets_available, load_blender_mesh, manifest_rows
+from island_tools import forward_axis
+from island_tools.errors import GeometryError
+from island_tools.forward_axis import (SYMMETRY_MARGIN, detect_forward_axis,
+                                       forward_axes_document, parse_override)
+
+needs_assets = pytest.mark.skipif(
+    not assets_available(), reason=f"shared assets not found at {ASSETS_DIR} (expected beside "
+                                   "the repository as ../shared/assets)")
+
+# Seeded random yaws plus the axis-aligned ones: 24 poses per asset.
+_rng = np.random.default_rng(20240531)
+YAWS = [float(a) for a in _rng.uniform(0.0, 360.0, 20)] + [0.0, 90.0, 180.0, 270.0]
+TOLERANCE_DEG = 2.0
+
+
+def _rot_z(deg: float) -> np.ndarray:
+    a = math.radians(deg)
+    return np.array([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0],
+                     [0.0, 0.0, 1.0]])
+
+
+def _posed(vertices: np.ndarray, yaw: float, rng: np.random.Generator) -> np.ndarray:
+    """Rotate about Z, then an arbitrary uniform scale and translation."""
+    return (vertices @ _rot_z(yaw).T) * rng.uniform(0.2, 5.0) + rng.uniform(-10.0, 10.0, 3)
+
+
+def _angle_deg(a: tuple[float, float], b: np.ndarray) -> float:
+    return math.degrees(math.acos(float(np.clip(np.dot(a, b), -1.0, 1.0))))
+
+
+def _rows(symmetric: bool) -> list[str]:
+    if not assets_available():
+        return ["(assets missing)"]     # one skipped case carrying needs_assets' reason
+    return [r.file for r in manifest_rows() if r.symmetric == symmetric]
+
+
+@needs_assets
+@pytest.mark.parametrize("asset", _rows(symmetric=False))
+def test_front_matches_manifest_at_any_yaw(asset: str) -> None:
+    # MANIFEST: the front is +Z in the glTF file = -Y in Blender's frame.
+    vertices, faces = load_blender_mesh(ASSETS_DIR / asset)
+    rng = np.random.default_rng(7)
+    for yaw in YAWS:
+        found = detect_forward_axis(_posed(vertices, yaw, rng), faces)
+        truth = _rot_z(yaw)[:2, :2] @ np.array([0.0, -1.0])
+        assert found.axis_local is not None, f"{asset} at yaw {yaw:.2f}: declared symmetric"
+        assert _angle_deg(found.axis_local, truth) <= TOLERANCE_DEG, (asset, yaw, found)
+        assert found.confidence > 0.5
+
+
+@needs_assets
+@pytest.mark.parametrize("asset", _rows(symmetric=True))
+def test_symmetric_assets_have_no_axis(asset: str) -> None:
+    vertices, faces = load_blender_mesh(ASSETS_DIR / asset)
+    rng = np.random.default_rng(11)
+    for yaw in YAWS:
+        found = detect_forward_axis(_posed(vertices, yaw, rng), faces)
+        assert found.axis_local is None, (asset, yaw, found.detail)
+        assert found.method == "symmetric"
+        assert found.detail["margin"] < SYMMETRY_MARGIN / 3
+
+
+@needs_assets
+def test_manifest_lists_both_kinds() -> None:
+    assert len(_rows(symmetric=False)) >= 9 and len(_rows(symmetric=True)) >= 7
+
+
+# ---------------------------------------------------------------- synthetic meshes
+
+def _box(lo: list[float], hi: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                  for z in (lo[2], hi[2])], dtype=float)
+    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return v, f
+
+
+def _merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])
+    return (np.vstack([v for v, _ in parts]),
+            np.vstack([f + o for (_, f), o in zip(parts, offsets)]))
+
+
+def _box_chair() -> tuple[np.ndarray, np.ndarray]:
+    """Seat + tall back on +Y + legs: its front is -Y, like the assets."""
+    legs = [_box([x, y, 0.0], [x + 0.04, y + 0.04, 0.4]) for x in (-0.22, 0.18)
+            for y in (-0.22, 0.18)]
+    return _merge(_box([-0.22, -0.22, 0.4], [0.22, 0.22, 0.45]),
+                  _box([-0.22, 0.17, 0.45], [0.22, 0.22, 0.95]), *legs)
+
+
+def test_synthetic_chair_any_yaw() -> None:
+    vertices, faces = _box_chair()
+    rng = np.random.default_rng(3)
+    for yaw in YAWS:
+        found = detect_forward_axis(_posed(vertices, yaw, rng), faces)
+        truth = _rot_z(yaw)[:2, :2] @ np.array([0.0, -1.0])
+        assert found.axis_local is not None
+        assert _angle_deg(found.axis_local, truth) <= 1e-6
+
+
+def test_chunked_rasterisation_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    vertices, faces = _box_chair()
+    whole = detect_forward_axis(vertices, faces)
+    monkeypatch.setattr(forward_axis, "_PAIRS_PER_CHUNK", 97)
+    assert detect_forward_axis(vertices, faces) == whole
+
+
+def test_plain_box_is_symmetric() -> None:
+    found = detect_forward_axis(*_box([0, 0, 0], [2, 1, 0.7]))
+    assert found.axis_local is None and found.method == "symmetric"
+
+
+def test_degenerate_meshes() -> None:
+    with pytest.raises(GeometryError, match="no vertices"):
+        detect_forward_axis(np.zeros((0, 3)), np.zeros((0, 3), dtype=int))
+    flat = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=float)
+    found = detect_forward_axis(flat, np.array([[0, 1, 2], [0, 2, 3]]))
+    assert found.axis_local is None and found.detail["reason"] == "mesh is flat"
+
+
+# ---------------------------------------------------------------- overrides
+
+@pytest.mark.parametrize("value, expected", [
+    ("+X", (1.0, 0.0)), ("-x", (-1.0, 0.0)), (" +y ", (0.0, 1.0)), ("-Y", (0.0, -1.0)),
+    ("symmetric", "symmetric"), ("None", "symmetric"), ([3, 4], (0.6, 0.8)),
+    ((0.0, -2.5), (0.0, -1.0)),
+])
+def test_parse_override_accepts(value: object, expected: object) -> None:
+    assert parse_override(value) == expected
+
+
+@pytest.mark.parametrize("value", [
+    "X", "front", "", [0, 0], [1], [1, 2, 3], None, True, [True, False], [float("nan"), 1.0],
+    ["1", "0"], 5, {"x": 1},
+])
+def test_parse_override_rejects(value: object) -> None:
+    with pytest.raises(ValueError, match="expected '\\+X'"):
+        parse_override(value)
+
+
+def test_document_override_wins_and_anchor_is_informational() -> None:
+    chair = _box_chair()
+    meshes = {"table": _box([-1, -0.5, 0], [1, 0.5, 0.75]), "c1": chair, "c2": chair,
+              "c3": chair}
+    doc = forward_axes_document(meshes, "table", {"c2": "+X", "c3": "symmetric"})
+    json.dumps(doc, allow_nan=False)
+    assert doc["version"] == 1 and doc["frame"] == "object_local"
+    assert set(doc["members"]) == {"c1", "c2", "c3"}
+    assert doc["anchor"]["id"] == "table" and doc["anchor"]["axis_local"] is None
+    c1 = doc["members"]["c1"]
+    assert c1["method"] == "footprint_rect_depth"
+    assert np.allclose(c1["axis_local"], [0.0, -1.0])
+    assert doc["members"]["c2"] == {"axis_local": [1.0, 0.0], "method": "override",
+                                    "confidence": 1.0, "detail": {"override": "+X"}}
+    assert doc["members"]["c3"]["axis_local"] is None
+    assert doc["members"]["c3"]["method"] == "override"
+
+
+def test_document_errors_name_the_object() -> None:
+    meshes = {"table": _box([0, 0, 0], [1, 1, 1]), "c1": _box_chair(),
+              "bad": (np.zeros((0, 3)), np.zeros((0, 3), dtype=int))}
+    with pytest.raises(GeometryError, match="'bad'.*no vertices"):
+        forward_axes_document(meshes, "table", {})
+    del meshes["bad"]
+    with pytest.raises(ValueError, match="'c1'.*invalid forward-axis override"):
+        forward_axes_document(meshes, "table", {"c1": "forwards"})
+    with pytest.raises(ValueError, match="unknown object.*ghost"):
+        forward_axes_document(meshes, "table", {"ghost": "+X"})
+    with pytest.raises(GeometryError, match="anchor 'nope'"):
+        forward_axes_document(meshes, "nope", {})

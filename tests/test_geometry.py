@@ -1,0 +1,375 @@
+"""geometry.json ground truth on synthetic numpy furniture with hand-computed answers."""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from island_tools import frames
+from island_tools.errors import GeometryError
+from island_tools.forward_axis import forward_axes_document
+from island_tools.geometry import (GeometryContext, compute_geometry, convex_hull_2d,
+                                   convex_signed_distance)
+
+Mesh = tuple[np.ndarray, np.ndarray]
+HALF = 0.225            # chair footprint half size (0.45 m square)
+
+
+def box(lo: list[float], hi: list[float]) -> Mesh:
+    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                  for z in (lo[2], hi[2])], dtype=float)
+    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return v, f
+
+
+def merge(*parts: Mesh) -> Mesh:
+    offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])
+    return (np.vstack([v for v, _ in parts]),
+            np.vstack([f + o for (_, f), o in zip(parts, offsets)]))
+
+
+def chair(s: float = 1.0) -> Mesh:
+    """0.45 m chair (times ``s``): seat, legs, tall back on local +Y, so its front is -Y."""
+    h = HALF * s
+    legs = [box([x, y, 0.0], [x + 0.03 * s, y + 0.03 * s, 0.4 * s])
+            for x in (-h, h - 0.03 * s) for y in (-h, h - 0.03 * s)]
+    return merge(box([-h, -h, 0.4 * s], [h, h, 0.45 * s]),
+                 box([-h, h - 0.05 * s, 0.45 * s], [h, h, 0.9 * s]), *legs)
+
+
+def rect_table() -> Mesh:
+    """2 m x 1 m table, top at 0.70-0.75 m: long axis x, long edges +-y."""
+    legs = [box([x - 0.025, y - 0.025, 0.0], [x + 0.025, y + 0.025, 0.7])
+            for x in (-0.95, 0.95) for y in (-0.45, 0.45)]
+    return merge(box([-1.0, -0.5, 0.7], [1.0, 0.5, 0.75]), *legs)
+
+
+def prism(radius: float, sides: int, height: float = 0.75) -> Mesh:
+    a = 2.0 * math.pi * (np.arange(sides) + 0.5) / sides
+    ring = np.column_stack([radius * np.cos(a), radius * np.sin(a)])
+    v = np.vstack([np.column_stack([ring, np.zeros(sides)]),
+                   np.column_stack([ring, np.full(sides, height)])])
+    f = [[i, (i + 1) % sides, sides + i] for i in range(sides)]
+    f += [[(i + 1) % sides, sides + (i + 1) % sides, sides + i] for i in range(sides)]
+    f += [[0, i, i + 1] for i in range(1, sides - 1)]
+    f += [[sides, sides + i + 1, sides + i] for i in range(1, sides - 1)]
+    return v, np.array(f)
+
+
+def at(x: float, y: float, yaw: float, scale: float = 1.0) -> np.ndarray:
+    return frames.translation([x, y, 0.0]) @ frames.rot_z(yaw) @ np.diag([scale] * 3 + [1.0])
+
+
+def facing_pose(edge: str, t: float, gap: float) -> np.ndarray:
+    """Chair on ``edge`` of rect_table at slot offset ``t``, ``gap`` m out, facing the table."""
+    d = gap + HALF
+    return {"+x": at(1.0 + d, t, -90.0), "-x": at(-1.0 - d, t, 90.0),
+            "+y": at(t, 0.5 + d, 0.0), "-y": at(t, -0.5 - d, 180.0)}[edge]
+
+
+def spec(pattern: str, count: int, facing: str = "toward_anchor", role: str = "long_table",
+         clearance: float = 0.1) -> dict[str, Any]:
+    return {"anchor_role": role, "member_count": count, "pattern": pattern, "facing": facing,
+            "spacing": "even_along_each_edge", "clearance_m": clearance}
+
+
+AXES_MINUS_Y = {"axis_local": [0.0, -1.0]}
+
+
+def run(poses: dict[str, np.ndarray], target: dict[str, Any], anchor: Mesh | None = None,
+        member_mesh: Mesh | None = None, axes: dict[str, Any] | None = None) -> dict[str, Any]:
+    members = [n for n in poses if n != "table"]
+    meshes = {"table": anchor or rect_table(), **{n: member_mesh or chair() for n in members}}
+    fa = axes or {"members": {n: AXES_MINUS_Y for n in members}}
+    doc = compute_geometry(meshes, poses, "table", target, fa, 1)
+    json.dumps(doc, allow_nan=False)
+    return doc
+
+
+def table_2_2_1(**moves: np.ndarray) -> dict[str, np.ndarray]:
+    poses = {"table": np.eye(4), "a": facing_pose("+y", -0.5, 0.1),
+             "b": facing_pose("+y", 0.5, 0.1), "c": facing_pose("-y", -0.5, 0.1),
+             "d": facing_pose("-y", 0.5, 0.1), "e": facing_pose("+x", 0.0, 0.1)}
+    poses.update(moves)
+    return poses
+
+
+# ---------------------------------------------------------------- polygons
+
+def test_hull_and_signed_distance() -> None:
+    pts = np.random.default_rng(0).uniform(-1, 1, (500, 2))
+    hull = convex_hull_2d(np.vstack([pts, [[-2, -2], [2, -2], [2, 2], [-2, 2]]]))
+    assert np.allclose(hull, [[-2, -2], [2, -2], [2, 2], [-2, 2]])
+    sq = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    assert convex_signed_distance(sq + [3.0, 4.0], sq)[0] == pytest.approx(math.hypot(2, 3))
+    assert convex_signed_distance(sq + [1.0, 0.0], sq) == (0.0, None)
+    depth, axis = convex_signed_distance(sq + [0.8, 0.1], sq)
+    assert depth == pytest.approx(-0.2) and np.allclose(axis, [1.0, 0.0])
+    # A cross overlap has no vertex inside the other polygon; the depth is still right.
+    bar = np.array([[-1.0, 0.4], [2.0, 0.4], [2.0, 0.6], [-1.0, 0.6]])
+    assert convex_signed_distance(bar, sq)[0] == pytest.approx(-0.6)
+
+
+# ---------------------------------------------------------------- facing, clearance, edges
+
+@pytest.mark.parametrize("turn, expected", [(0.0, 0.0), (180.0, 180.0), (90.0, 90.0),
+                                            (-90.0, 90.0), (30.0, 30.0)])
+def test_facing_error(turn: float, expected: float) -> None:
+    poses = {n: frames.apply_member_delta(p, [0, 0, 0], turn, np.zeros(3)) if n != "table"
+             else p for n, p in table_2_2_1().items()}
+    doc = run(poses, spec("2+2+1", 5))
+    for m in doc["members"].values():
+        assert m["facing_error_deg"] == pytest.approx(expected, abs=1e-6)
+        assert m["facing_note"] is None
+    assert doc["group"]["facing_error_max_deg"] == pytest.approx(expected, abs=1e-6)
+    assert doc["members"]["e"]["facing_target"] == [-1.0, 0.0]
+    assert doc["members"]["a"]["facing_target"] == [0.0, -1.0]
+
+
+def test_away_parallel_mixed_and_symmetric_facing() -> None:
+    poses = table_2_2_1()
+    away = run(poses, spec("2+2+1", 5, facing="away_from_anchor"))
+    assert all(m["facing_error_deg"] == 180.0 for m in away["members"].values())
+    par = run(poses, spec("2+2+1", 5, facing="parallel_to_anchor_long_axis"))
+    assert par["members"]["a"]["facing_error_deg"] == pytest.approx(90.0)
+    assert par["members"]["e"]["facing_error_deg"] == pytest.approx(0.0)
+    assert par["members"]["e"]["facing_target"] == [-1.0, 0.0]
+    mixed = run(poses, spec("2+2+1", 5, facing="mixed"))
+    assert all(m["facing_error_deg"] is None and m["facing_note"] == "mixed: see free_note"
+               for m in mixed["members"].values())
+    assert mixed["group"]["facing_error_max_deg"] is None
+    axes = {"members": {n: AXES_MINUS_Y for n in "abcd"} | {"e": {"axis_local": None}}}
+    sym = run(poses, spec("2+2+1", 5), axes=axes)
+    assert sym["members"]["e"]["facing_error_deg"] is None
+    assert sym["members"]["e"]["forward_canonical"] is None
+    assert sym["members"]["e"]["facing_note"] == "symmetric: facing does not apply"
+
+
+@pytest.mark.parametrize("gap", [0.3, 0.1, 0.0, -0.05, -0.3])
+def test_clearance_sign_and_value(gap: float) -> None:
+    doc = run({"table": np.eye(4), "a": facing_pose("-y", 0.0, gap)}, spec("row", 1))
+    m = doc["members"]["a"]
+    assert m["clearance_m"] == pytest.approx(gap, abs=1e-9)
+    assert m["clearance_error_m"] == pytest.approx(gap - 0.1, abs=1e-9)
+    assert doc["group"]["clearance_violations"] == (1 if gap < 0.07 else 0)
+
+
+def test_clearance_at_a_corner_is_the_diagonal_gap() -> None:
+    doc = run({"table": np.eye(4), "a": at(1.0 + 0.3 + HALF, 0.5 + 0.4 + HALF, 0.0)},
+              spec("free", 1))
+    assert doc["members"]["a"]["clearance_m"] == pytest.approx(0.5)
+
+
+def test_edge_assignment_and_slots() -> None:
+    doc = run(table_2_2_1(f=facing_pose("-x", 0.2, 0.1)), spec("2+2+1+1", 6))
+    mem = doc["members"]
+    assert {n: mem[n]["edge"] for n in mem} == {"a": "+y", "b": "+y", "c": "-y", "d": "-y",
+                                                "e": "+x", "f": "-x"}
+    assert [mem[n]["edge_role"] for n in "ace"] == ["long", "long", "short"]
+    assert (mem["a"]["slot"], mem["b"]["slot"]) == (0, 1)
+    assert mem["f"]["slot_offset_m"] == pytest.approx(0.2)
+    assert doc["anchor"]["edges"]["+y"]["tangent"] == [1.0, 0.0]
+    assert doc["anchor"]["long_axis"] == "x" and doc["anchor"]["half_extents_m"] == [1.0, 0.5]
+    assert doc["group"]["edge_counts"] == {"+x": 1, "-x": 1, "+y": 2, "-y": 2}
+
+
+def test_spacing_deviation_values() -> None:
+    # +y edge: L = 2, k = 2, w_max = 0.45 -> S = max(2, 2 * 0.55) = 2, ideal t = -0.5, +0.5.
+    # +x edge: L = 1, k = 3 -> S = 3 * 0.55 = 1.65, ideal t = -0.55, 0, +0.55.
+    poses = {"table": np.eye(4), "a": facing_pose("+y", -0.5, 0.1),
+             "b": facing_pose("+y", 0.7, 0.1), "c": facing_pose("+x", -0.5, 0.1),
+             "d": facing_pose("+x", 0.05, 0.1), "e": facing_pose("+x", 0.55, 0.1)}
+    doc = run(poses, spec("free", 5))
+    mem, sp = doc["members"], doc["group"]["spacing"]
+    assert mem["b"]["slot_target_m"] == pytest.approx(0.5)
+    assert mem["b"]["slot_deviation_m"] == pytest.approx(0.2)
+    assert [mem[n]["slot_target_m"] for n in "cde"] == pytest.approx([-0.55, 0.0, 0.55])
+    assert mem["c"]["slot_deviation_m"] == pytest.approx(0.05)
+    assert sp["per_edge_max_deviation_m"] == pytest.approx({"+y": 0.2, "+x": 0.05})
+    assert sp["max_deviation_m"] == pytest.approx(0.2) and sp["ring_gap_cv"] is None
+
+
+# ---------------------------------------------------------------- round anchors and rings
+
+def ring_poses(angles_deg: list[float], radius: float = 0.6, gap: float = 0.1
+               ) -> dict[str, np.ndarray]:
+    poses = {"table": np.eye(4)}
+    r = radius + gap + HALF
+    for i, a in enumerate(angles_deg):
+        rad = math.radians(a)
+        # Local front -Y (heading -90 deg) must point at the centre (heading a + 180).
+        poses[f"m{i}"] = at(r * math.cos(rad), r * math.sin(rad), a - 90.0)
+    return poses
+
+
+def test_ring_even_and_uneven() -> None:
+    table = prism(0.6, 48)
+    even = run(ring_poses([0, 90, 180, 270]), spec("ring", 4, role="round_table"), table)
+    assert even["anchor"]["shape"] == "round"
+    assert even["anchor"]["radius_m"] == pytest.approx(0.6)
+    assert even["group"]["spacing"]["ring_gap_cv"] == pytest.approx(0.0, abs=1e-9)
+    assert even["group"]["pattern"]["match"] is True
+    for m in even["members"].values():
+        assert m["edge"] == "ring" and m["facing_error_deg"] == pytest.approx(0.0, abs=1e-6)
+        assert m["clearance_m"] == pytest.approx(0.1 + 0.6 * (1 - math.cos(math.pi / 48)),
+                                                 abs=1e-6)
+    uneven = run(ring_poses([0, 90, 180, 200]), spec("ring", 4, role="round_table"), table)
+    # gaps 90, 90, 20, 160: mean 90, population std sqrt(2 * 70^2 / 4)
+    assert uneven["group"]["spacing"]["ring_gap_cv"] == pytest.approx(
+        math.sqrt(2 * 70.0 ** 2 / 4) / 90.0, abs=1e-6)
+    assert sorted(uneven["group"]["spacing"]["ring_gaps_deg"]) == pytest.approx(
+        [20.0, 90.0, 90.0, 160.0])
+    one = run(ring_poses([30]), spec("ring", 1, role="round_table"), table)
+    assert one["group"]["spacing"]["ring_gap_cv"] == 0.0
+
+
+@pytest.mark.parametrize("anchor, role, pattern, shape", [
+    (prism(0.6, 48), "table", "free", "round"),          # near-circular footprint
+    (prism(0.6, 6), "table", "free", "round"),           # hexagon: aspect 1.155, CV 0.044
+    (box([-0.5, -0.5, 0], [0.5, 0.5, 0.7]), "table", "free", "rect"),   # square: CV 0.10
+    (box([-0.5, -0.5, 0], [0.5, 0.5, 0.7]), "round_table", "free", "round"),
+    (rect_table(), "long_table", "ring", "round"),
+])
+def test_anchor_shape(anchor: Mesh, role: str, pattern: str, shape: str) -> None:
+    doc = run({"table": np.eye(4), "a": at(0.0, -1.5, 180.0)}, spec(pattern, 1, role=role),
+              anchor)
+    assert doc["anchor"]["shape"] == shape
+    assert doc["members"]["a"]["edge"] == ("ring" if shape == "round" else "-y")
+
+
+# ---------------------------------------------------------------- penetration
+
+def test_penetration_pushed_in_versus_tucked() -> None:
+    # Tucked: seat under the top, back still outside the top's edge -> overlap, no contact.
+    tucked = run({"table": np.eye(4), "a": at(0.0, -0.425, 180.0)}, spec("row", 1))
+    assert tucked["members"]["a"]["clearance_m"] == pytest.approx(-0.3)
+    assert tucked["members"]["a"]["penetrations"] == {}
+    assert tucked["group"]["penetration_pairs"] == 0
+    # Pushed 0.125 further: the back (y -0.525..-0.475) cuts 25 mm into the table top.
+    pushed = run({"table": np.eye(4), "a": at(0.0, -0.3, 180.0)}, spec("row", 1))
+    assert pushed["members"]["a"]["penetrations"]["table"] == pytest.approx(0.025, abs=0.001)
+    assert pushed["group"]["penetration_pairs"] == 1
+
+
+def test_member_member_penetration_and_gap() -> None:
+    poses = {"table": np.eye(4), "a": facing_pose("-y", -0.3, 0.1),
+             "b": facing_pose("-y", 0.0, 0.1), "c": facing_pose("-y", 0.8, 0.1)}
+    doc = run(poses, spec("row", 3))
+    mem = doc["members"]
+    # a and b overlap by 0.15 m along x: moving a 0.15 m apart separates them.
+    assert mem["a"]["penetrations"] == {"b": pytest.approx(0.15, abs=0.001)}
+    assert mem["b"]["penetrations"] == {"a": pytest.approx(0.15, abs=0.001)}
+    assert mem["c"]["penetrations"] == {}
+    assert doc["group"]["penetration_pairs"] == 1
+
+
+# ---------------------------------------------------------------- patterns
+
+def test_pattern_2_2_1_match_and_mismatch() -> None:
+    good = run(table_2_2_1(), spec("2+2+1", 5))["group"]
+    assert good["pattern"]["match"] is True
+    assert good["pattern"]["observed"] == {"long": [2, 2], "short": [1, 0]}
+    assert good["member_count"] == {"observed": 5, "target": 5, "match": True}
+    bad = run(table_2_2_1(d=facing_pose("-x", 0.0, 0.1)), spec("2+2+1", 5))["group"]
+    assert bad["pattern"]["match"] is False
+    assert bad["pattern"]["observed"] == {"long": [2, 1], "short": [1, 1]}
+    six = run(table_2_2_1(f=facing_pose("-x", 0.0, 0.1)), spec("2+2+1+1", 5))["group"]
+    assert six["pattern"]["match"] is True and six["member_count"]["match"] is False
+
+
+def test_row_l_t_and_uncheckable_patterns() -> None:
+    row = {"table": np.eye(4), "a": facing_pose("-y", -0.5, 0.1),
+           "b": facing_pose("-y", 0.5, 0.1)}
+    assert run(row, spec("row", 2))["group"]["pattern"]["match"] is True
+    assert run(row, spec("L", 2))["group"]["pattern"]["match"] is False
+    ell = dict(row, b=facing_pose("+x", 0.0, 0.1))
+    assert run(ell, spec("L", 2))["group"]["pattern"]["match"] is True
+    assert run(ell, spec("row", 2))["group"]["pattern"]["match"] is False
+    opposite = dict(row, b=facing_pose("+y", 0.0, 0.1))
+    assert run(opposite, spec("L", 2))["group"]["pattern"]["match"] is False
+    centred = {"table": np.eye(4), "a": facing_pose("-y", 0.2, 0.1)}
+    t_doc = run(centred, spec("T", 1))["group"]["pattern"]
+    assert t_doc["match"] is True and t_doc["expected"]["max_abs_offset_m"] == 0.275
+    assert run({"table": np.eye(4), "a": facing_pose("-y", 0.5, 0.1)},
+               spec("T", 1))["group"]["pattern"]["match"] is False
+    assert run({"table": np.eye(4), "a": facing_pose("+x", 0.0, 0.1)},
+               spec("T", 1))["group"]["pattern"]["match"] is False
+    free = run(row, spec("cluster", 2))["group"]["pattern"]
+    assert free["match"] is None and free["note"] == "cluster: not checkable"
+
+
+# ---------------------------------------------------------------- scale, caching, errors
+
+def test_scaled_poses_match_unscaled() -> None:
+    plain = run(table_2_2_1(), spec("2+2+1", 5))
+    half_chair = chair(0.5)
+    poses = {n: (p @ np.diag([2.0, 2.0, 2.0, 1.0]) if n != "table" else p)
+             for n, p in table_2_2_1().items()}
+    # The anchor too: a half-size table mesh scaled x2 by its canonical pose.
+    tv, tf = rect_table()
+    poses["table"] = np.diag([2.0, 2.0, 2.0, 1.0])
+    scaled = run(poses, spec("2+2+1", 5), anchor=(tv / 2.0, tf), member_mesh=half_chair)
+    assert scaled["members"] == plain["members"]
+    assert scaled["group"] == plain["group"]
+    pushed = run({"table": poses["table"], "a": at(0.0, -0.3, 180.0, 2.0)}, spec("row", 1),
+                 anchor=(tv / 2.0, tf), member_mesh=half_chair)
+    assert pushed["members"]["a"]["penetrations"]["table"] == pytest.approx(0.025, abs=0.001)
+
+
+def test_context_reuse_equals_fresh_compute() -> None:
+    meshes = {"table": rect_table(), **{n: chair() for n in "abcde"}}
+    axes = forward_axes_document(meshes, "table", {})
+    target = spec("2+2+1", 5)
+    first = table_2_2_1()
+    second = table_2_2_1(a=at(0.0, -0.3, 180.0), e=facing_pose("+x", 0.3, 0.4),
+                         c=frames.apply_member_delta(first["c"], [0.1, 0, 0], 37.0,
+                                                     np.zeros(3)))
+    ctx = GeometryContext(meshes, "table", axes)
+    doc1 = ctx.compute(first, target, 1)
+    doc2 = ctx.compute(second, target, 2)
+    assert doc2 == compute_geometry(meshes, second, "table", target, axes, 2)
+    assert ctx.compute(first, target, 1) == doc1
+    assert doc2 != dict(doc1, iter=2)
+    assert doc2["members"]["a"]["penetrations"] and not doc1["members"]["a"]["penetrations"]
+
+
+def test_document_shape() -> None:
+    doc = run(table_2_2_1(), spec("2+2+1", 5))
+    assert doc["iter"] == 1 and doc["frame"] == "canonical"
+    assert set(doc["anchor"]) >= {"id", "shape", "centre", "half_extents_m", "long_axis",
+                                  "edges"}
+    assert set(doc["target"]) == {"anchor_role", "member_count", "pattern", "facing", "spacing",
+                                  "clearance_m"}
+    assert set(doc["members"]["a"]) >= {
+        "footprint_centre", "yaw_deg", "forward_canonical", "facing_target",
+        "facing_error_deg", "facing_note", "clearance_m", "clearance_error_m", "penetrations",
+        "edge", "edge_role", "slot", "slot_offset_m", "slot_target_m", "slot_deviation_m",
+        "angle_deg"}
+    assert set(doc["group"]) >= {
+        "edge_counts", "pattern", "spacing", "facing_error_max_deg", "facing_error_mean_deg",
+        "clearance_error_max_m", "clearance_violations", "penetration_pairs"}
+
+
+def test_degenerate_input_names_the_object() -> None:
+    meshes = {"table": rect_table(), "a": chair()}
+    axes = {"members": {"a": AXES_MINUS_Y}}
+    poses = {"table": np.eye(4), "a": facing_pose("-y", 0.0, 0.1)}
+    target = spec("row", 1)
+    with pytest.raises(GeometryError, match="'a' has no pose"):
+        compute_geometry(meshes, {"table": np.eye(4)}, "table", target, axes, 0)
+    with pytest.raises(GeometryError, match="'ghost', which has no mesh"):
+        compute_geometry(meshes, dict(poses, ghost=np.eye(4)), "table", target, axes, 0)
+    with pytest.raises(GeometryError, match="anchor 'nope' has no mesh"):
+        compute_geometry(meshes, poses, "nope", target, axes, 0)
+    with pytest.raises(GeometryError, match="'a' has no vertices"):
+        compute_geometry(dict(meshes, a=(np.zeros((0, 3)), np.zeros((0, 3), int))), poses,
+                         "table", target, axes, 0)
+    with pytest.raises(GeometryError, match="members.a.axis_local"):
+        compute_geometry(meshes, poses, "table", target, {"members": {}}, 0)
+    with pytest.raises(GeometryError, match="pose of 'a'"):
+        compute_geometry(meshes, dict(poses, a=np.full((4, 4), np.nan)), "table", target,
+                         axes, 0)

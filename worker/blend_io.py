@@ -1,0 +1,152 @@
+"""Open / save .blend files and read / write object poses (bpy; Blender 3.4 .. 5.0).
+
+Untrusted files: ``open_blend`` always loads with ``use_scripts=False`` (registered text
+blocks and drivers never run) and ``load_ui=False``; ``bpy.app.autoexec_fail`` (True when the
+file wanted to run scripts and was not allowed to) is reported to the caller.
+
+Before handing a file to Blender its header version is read with
+``island_tools.blendfile``: a file saved by a newer Blender than the running one raises
+``BlendVersionError`` instead of letting an old Blender misread it.
+
+Poses are ``matrix_world`` values as 4x4 nested lists of floats (row-major, the layout of
+``mathutils.Matrix`` rows). ``read_poses`` first brings the depsgraph up to date, so the values
+are those that follow from the location/rotation/scale stored in the file.
+
+Parents: ``set_poses`` assigns ``matrix_world`` even for a parented object (Blender then
+solves the object's local transform against the parent's current world matrix), so the
+object lands where asked *now*; it will follow the parent if the parent moves later. Islands
+are built without parents, so this never matters on the normal path.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import bpy
+from mathutils import Matrix
+
+from island_tools.blendfile import NotABlendFile, read_version, version_str
+from island_tools.errors import BlendVersionError, GroupInputError, WorkerError
+
+_LIST_MAX = 12
+
+
+def blender_version() -> str:
+    return ".".join(str(v) for v in bpy.app.version)
+
+
+def _short_list(names: Iterable[str]) -> str:
+    names = sorted(names)
+    shown = ", ".join(repr(n) for n in names[:_LIST_MAX])
+    if len(names) > _LIST_MAX:
+        shown += f", ... ({len(names) - _LIST_MAX} more)"
+    return shown or "none"
+
+
+def check_version(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """Header (major, minor) of ``path``; BlendVersionError if newer than this Blender."""
+    path = Path(path)
+    if not path.is_file():
+        raise GroupInputError("file not found", file=str(path))
+    try:
+        version = read_version(path)
+    except NotABlendFile:
+        raise GroupInputError("not a .blend file (no BLENDER header)", file=str(path)) from None
+    except OSError as exc:
+        raise GroupInputError(f"cannot read: {exc}", file=str(path)) from None
+    running = tuple(bpy.app.version[:2])
+    if version is not None and tuple(version) > running:
+        raise BlendVersionError(
+            f"saved by Blender {version_str(version)}, this Blender is {blender_version()}; "
+            "it cannot read newer files",
+            file=str(path),
+            fix=f"run with a Blender >= {version_str(version)} via --blender-bin, "
+                "or rebuild the island with this Blender")
+    return version
+
+
+def open_blend(path: str | os.PathLike[str]) -> dict:
+    """Open ``path`` with scripts disabled. Returns versions and ``autoexec_fail``."""
+    path = Path(path).resolve()
+    version = check_version(path)
+    try:
+        bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False, use_scripts=False)
+    except RuntimeError as exc:
+        msg = " ".join(str(exc).split())
+        raise WorkerError(f"Blender {blender_version()} could not open the file: {msg}",
+                          file=str(path)) from None
+    return {
+        "blend": str(path),
+        "blender_version": blender_version(),
+        "file_version": version_str(version),
+        "autoexec_fail": bool(bpy.app.autoexec_fail),
+    }
+
+
+def save_blend(path: str | os.PathLike[str]) -> None:
+    """Save the open file to ``path`` uncompressed (readable by ``read_version`` and diffable).
+
+    Blender writes ``<path>@`` and renames it over ``path`` (atomic). No ``.blend1`` backup is
+    left behind (``save_version`` is 0 for the duration of the save).
+    """
+    path = Path(path).resolve()
+    prefs = bpy.context.preferences.filepaths
+    old_versions = prefs.save_version
+    prefs.save_version = 0  # no island.blend1 backup next to the file
+    try:
+        bpy.ops.wm.save_as_mainfile(filepath=str(path), compress=False, copy=False)
+    except RuntimeError as exc:
+        msg = " ".join(str(exc).split())
+        raise WorkerError(f"Blender could not save the file: {msg}", file=str(path)) from None
+    finally:
+        prefs.save_version = old_versions
+    if not path.is_file() or path.stat().st_size == 0:
+        raise WorkerError("save reported success but the file is missing or empty",
+                          file=str(path))
+
+
+def _update_depsgraph() -> None:
+    layer = bpy.context.view_layer
+    if layer is None and bpy.context.scene is not None:
+        layer = bpy.context.scene.view_layers[0]
+    if layer is not None:
+        layer.update()
+
+
+def get_objects(names: Sequence[str], *, what: str = "object") -> list:
+    """Objects by exact name; GroupInputError naming every missing one and what exists."""
+    objs = bpy.data.objects
+    missing = [n for n in names if objs.get(n) is None]
+    if missing:
+        where = bpy.data.filepath or "the open file"
+        raise GroupInputError(
+            f"{what}(s) missing: {_short_list(missing)}; the file has: "
+            f"{_short_list(o.name for o in objs)}", file=where)
+    return [objs[n] for n in names]
+
+
+def matrix_to_list(m: Matrix) -> list[list[float]]:
+    return [[float(v) for v in row] for row in m]
+
+
+def read_poses(names: Sequence[str]) -> dict[str, list[list[float]]]:
+    """{name: matrix_world as 4x4 nested list} for every name (GroupInputError if missing)."""
+    objs = get_objects(names)
+    _update_depsgraph()
+    return {o.name: matrix_to_list(o.matrix_world) for o in objs}
+
+
+def set_poses(poses: Mapping[str, Sequence[Sequence[float]]]) -> None:
+    """Assign ``matrix_world`` for each name (see the module docstring about parents)."""
+    objs = get_objects(list(poses))
+    for obj in objs:
+        m = poses[obj.name]
+        try:
+            rows = [[float(v) for v in row] for row in m]
+        except (TypeError, ValueError):
+            rows = []
+        if len(rows) != 4 or any(len(r) != 4 for r in rows):
+            raise GroupInputError(f"pose for '{obj.name}' is not a 4x4 matrix")
+        obj.matrix_world = Matrix(rows)
+    _update_depsgraph()

@@ -1,0 +1,259 @@
+"""Choose a Blender and run worker jobs on it (plain Python: never imports bpy at import time).
+
+Resolution order (``resolve_blender``), first hit wins:
+
+1. ``--blender-bin`` (``cli_value``),
+2. ``DIRECTORYS.yaml::blender_bin`` (``config_value``),
+3. ``$BLENDER``,
+4. the embedded ``bpy`` module, if importable,
+5. ``blender`` on ``PATH``.
+
+Empty values are "not set". The values ``bpy`` / ``embedded`` force the embedded module
+(UsageError if it is not importable). Any other configured value is a path (or a command
+name looked up on PATH) that must be an executable file, else UsageError naming where the
+value came from. Nothing found at all -> WorkerError.
+
+``run_job(job, backend)``: embedded -> ``worker.jobs.run_job`` in this process; binary ->
+``BLENDER --background --factory-startup --disable-autoexec --python-exit-code 1 --python
+worker/entry.py -- job.json result.json`` in a temporary directory (stdout/stderr captured,
+timeout default 600 s). A result carrying ``"error"`` is re-raised as the matching
+``island_tools.errors`` class with the same message; ``InternalError`` (a bug inside the
+worker) becomes an ``IslandError`` with exit code 1. A Blender that dies without writing a
+result -> WorkerError with the last meaningful stderr line and the exit status; so does one
+that writes a result but then exits non-zero (a crash at shutdown is still a failed run).
+Embedded: exceptions propagate unchanged (IslandErrors as themselves, bugs with their
+traceback). Binary results carry an extra ``process_seconds`` (wall time of the subprocess).
+The job must be plain JSON in both cases (numpy arrays go through npz files).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from island_tools.errors import (
+    ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError)
+
+ENTRY = Path(__file__).resolve().with_name("entry.py")
+EMBEDDED_VALUES = ("bpy", "embedded")
+DEFAULT_TIMEOUT_S = 600.0
+_NOISE = ("EGL_BAD_MATCH", "Blender quit", "Warning: ", "Read blend:", "Color management:",
+          "Fra:", "Saved:", "Time:", "Info:")
+
+
+@dataclass(frozen=True)
+class Backend:
+    kind: str                      # "embedded" | "binary"
+    path: str | None = None        # the binary (None for embedded)
+    # "--blender-bin" | "DIRECTORYS.yaml blender_bin" | "$BLENDER" | "embedded bpy" | "PATH"
+    source: str = ""
+    version: str = ""              # "5.0.1" / "3.4.1" (first line of `blender --version`)
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def embedded(self) -> bool:
+        return self.kind == "embedded"
+
+    def describe(self) -> str:
+        if self.embedded:
+            return f"embedded bpy {self.version}".strip()
+        return f"Blender {self.version} at {self.path} (from {self.source})"
+
+
+@lru_cache(maxsize=None)
+def binary_version(path: str) -> str:
+    """Version from the first line of ``blender --version`` ("Blender 3.4.1" -> "3.4.1")."""
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorkerError(f"cannot run '{path} --version': {exc}") from None
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        if line.startswith("Blender "):
+            return line.split()[1]
+    raise WorkerError(f"'{path} --version' printed no 'Blender x.y.z' line "
+                      f"(exit {proc.returncode})")
+
+
+def _embedded_version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("bpy")
+    except PackageNotFoundError:
+        return ""
+
+
+def _embedded(source: str) -> Backend:
+    if importlib.util.find_spec("bpy") is None:
+        raise UsageError(f"{source} asks for the embedded bpy module, but 'import bpy' is not "
+                         "available", fix="pip install 'bpy>=5.0,<5.1' or give a Blender binary")
+    return Backend(kind="embedded", source=source, version=_embedded_version())
+
+
+def _binary(value: str, source: str, env: Mapping[str, str]) -> Backend:
+    expanded = os.path.expanduser(value)
+    if os.sep in expanded or (os.altsep and os.altsep in expanded):
+        path = expanded
+    else:
+        path = shutil.which(expanded, path=env.get("PATH")) or expanded
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise UsageError(f"{source} '{value}' is not an executable file",
+                         fix="point it at a Blender binary, or use 'bpy' for the embedded module")
+    path = os.path.abspath(path)
+    return Backend(kind="binary", path=path, source=source, version=binary_version(path))
+
+
+def resolve_blender(cli_value: str | None = None, config_value: str | None = None,
+                    env: Mapping[str, str] | None = None) -> Backend:
+    """Pick the Blender to use (see the module docstring for the order)."""
+    env = os.environ if env is None else env
+    for value, source in ((cli_value, "--blender-bin"),
+                          (config_value, "DIRECTORYS.yaml blender_bin"),
+                          (env.get("BLENDER"), "$BLENDER")):
+        if value is None or not str(value).strip():
+            continue
+        value = str(value).strip()
+        if value.lower() in EMBEDDED_VALUES:
+            return _embedded(source)
+        return _binary(value, source, env)
+    if importlib.util.find_spec("bpy") is not None:
+        return Backend(kind="embedded", source="embedded bpy", version=_embedded_version())
+    found = shutil.which("blender", path=env.get("PATH"))
+    if found:
+        return _binary(found, "PATH", env)
+    raise WorkerError("no Blender found: no --blender-bin, no DIRECTORYS.yaml blender_bin, "
+                      "no $BLENDER, 'import bpy' fails and no 'blender' on PATH",
+                      fix="pip install 'bpy>=5.0,<5.1' or pass --blender-bin")
+
+
+def command(backend: Backend, job_path: str, result_path: str) -> list[str]:
+    return [str(backend.path), "--background", "--factory-startup", "--disable-autoexec",
+            "--python-exit-code", "1", "--python", str(ENTRY), "--", job_path, result_path]
+
+
+def _last_meaningful(text: str) -> str:
+    lines = [" ".join(ln.split()) for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith(_NOISE)]
+    return lines[-1] if lines else ""
+
+
+def raise_result_error(err: Mapping) -> None:
+    name = str(err.get("type", "IslandError"))
+    message = str(err.get("message", "worker failed"))
+    cls = ERROR_CLASSES.get(name)
+    if cls is None:
+        exc = IslandError(f"{name}: {message}" if name != "InternalError" else message)
+        exc.exit_code = int(err.get("exit_code", EXIT_INTERNAL) or EXIT_INTERNAL)
+        raise exc
+    exc = cls(message)
+    raise exc
+
+
+def _child_env(backend: Backend) -> dict[str, str]:
+    env = dict(os.environ)
+    # The binary must use its own Python and numpy, never this interpreter's packages.
+    for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
+        env.pop(key, None)
+    env["PYTHONNOUSERSITE"] = "1"
+    env.update(backend.extra_env)
+    return env
+
+
+def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mapping
+         ) -> subprocess.CompletedProcess:
+    """Run Blender in its own process group; on timeout the whole group is killed."""
+    try:
+        popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, errors="replace", env=env,
+                                 start_new_session=True)
+    except OSError as exc:
+        raise WorkerError(f"cannot start Blender {backend.path}: {exc}") from None
+    try:
+        out, err = popen.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(popen)
+        raise WorkerError(f"Blender {backend.version} ({backend.path}) did not finish "
+                          f"job '{job.get('op')}' within {timeout:g} s") from None
+    except BaseException:
+        _kill_group(popen)
+        raise
+    return subprocess.CompletedProcess(cmd, popen.returncode, out, err)
+
+
+def _kill_group(popen: subprocess.Popen) -> None:
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        popen.kill()
+    popen.communicate()
+
+
+def run_binary(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+    with tempfile.TemporaryDirectory(prefix="island_worker_") as tmp:
+        job_path = os.path.join(tmp, "job.json")
+        result_path = os.path.join(tmp, "result.json")
+        try:
+            text = json.dumps(job, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"worker job '{job.get('op')}' is not plain JSON: {exc}") from None
+        with open(job_path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        cmd = command(backend, job_path, result_path)
+        t0 = time.perf_counter()
+        proc = _run(cmd, timeout, _child_env(backend), backend, job)
+        seconds = time.perf_counter() - t0
+        result = None
+        if os.path.isfile(result_path):
+            try:
+                with open(result_path, encoding="utf-8") as fh:
+                    result = json.load(fh)
+            except ValueError:
+                result = None
+        if isinstance(result, dict) and isinstance(result.get("error"), dict):
+            raise_result_error(result["error"])
+        if not isinstance(result, dict) or proc.returncode != 0:
+            last = _last_meaningful(proc.stderr) or _last_meaningful(proc.stdout) or "no output"
+            what = ("after writing its result" if isinstance(result, dict)
+                    else "without a result")
+            raise WorkerError(f"Blender {backend.version} ({backend.path}) exited with status "
+                              f"{proc.returncode} {what} for job '{job.get('op')}': {last}")
+        result["process_seconds"] = round(seconds, 4)
+        return result
+
+
+@contextlib.contextmanager
+def blender_output_to_stderr() -> Iterator[None]:
+    """Route the embedded Blender's C-level stdout ("Read blend:", "Saved:") to stderr.
+
+    stdout belongs to the CLIs' own lines (an agent greps it for "[iter_step] sanity OK").
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Run one worker job on ``backend`` (in-process for embedded, subprocess for a binary)."""
+    if backend.embedded:
+        from worker.jobs import run_job as run_in_process
+        with blender_output_to_stderr():
+            return run_in_process(job)
+    return run_binary(job, backend, timeout=timeout)
