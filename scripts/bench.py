@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Benchmarks: speed, memory and quality targets live here, never in timed unit tests.
+
+Each section is a module ``scripts/_bench_<name>.py`` exposing ``TITLE`` and
+``run(args) -> dict`` returning ``{"columns": [...], "rows": [[...], ...], "notes": [...],
+"data": {...}}``. This driver runs the chosen sections, prints one table per section and
+writes everything to JSON.
+
+    .venv/bin/python scripts/bench.py                       # every section
+    .venv/bin/python scripts/bench.py --section step --repeat 7 --json out/bench.json
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+SECTIONS = ("step", "quality", "warm", "batch")
+
+
+def available() -> list[str]:
+    return [s for s in SECTIONS if (REPO_ROOT / "scripts" / f"_bench_{s}.py").is_file()]
+
+
+def print_table(title: str, columns: list[str], rows: list[list]) -> None:
+    cells = [[_fmt(v) for v in row] for row in rows]
+    widths = [max(len(str(c)), *(len(r[i]) for r in cells)) if cells else len(str(c))
+              for i, c in enumerate(columns)]
+    print(f"\n## {title}")
+    print("  ".join(str(c).ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+    return "-" if value is None else str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--section", action="append", choices=SECTIONS,
+                    help="run only these sections (repeatable); default: all available")
+    ap.add_argument("--repeat", type=int, default=5, help="timed repetitions (median of N)")
+    ap.add_argument("--resolution", type=int, default=512)
+    ap.add_argument("--blender-bin", default=None, help="Blender binary for binary-path rows")
+    ap.add_argument("--work", default=str(REPO_ROOT / "out" / "bench"), help="scratch dir")
+    ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
+    ap.add_argument("--quick", action="store_true", help="small sizes, for smoke-testing")
+    args = ap.parse_args(argv)
+    sections = args.section or available()
+    missing = [s for s in sections if s not in available()]
+    if missing:
+        print(f"bench: section(s) not present: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    report = {"started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                          "cpus": __import__("os").cpu_count()},
+              "args": vars(args), "sections": {}}
+    for name in sections:
+        module = importlib.import_module(f"_bench_{name}")
+        t0 = time.perf_counter()
+        result = module.run(args)
+        result["seconds"] = round(time.perf_counter() - t0, 2)
+        report["sections"][name] = result
+        print_table(module.TITLE, result["columns"], result["rows"])
+        for note in result.get("notes", []):
+            print(f"  note: {note}")
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nbench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
