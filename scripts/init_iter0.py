@@ -10,8 +10,12 @@ Exit codes: see island_tools/errors.py (0 ok, 5 target_spec, 7 Blender, 8 group 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from _cli import job_runner, parser, progress_printer, run_main, settings_from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts._cli import (job_runner, parser, progress_printer, run_main,  # noqa: E402
+                          settings_from)
 
 
 def main(argv: list[str] | None = None) -> int:

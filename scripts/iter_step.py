@@ -14,8 +14,12 @@ the loop); 5 target_spec.json missing/invalid; 6 geometry failed; 7 Blender fail
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from _cli import job_runner, parser, progress_printer, run_main, settings_from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts._cli import (job_runner, parser, progress_printer, run_main,  # noqa: E402
+                          settings_from)
 
 
 def _summary(geometry: dict) -> str:
