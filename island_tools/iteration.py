@@ -105,8 +105,8 @@ def completed_iters(group: Group) -> list[int]:
 @contextlib.contextmanager
 def group_lock(root: Path) -> Iterator[None]:
     """One step at a time per group (a second concurrent call is a usage error)."""
-    lock_path = root / ".island_refiner.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    # flock on the directory itself: no lock file is left behind in the group.
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
