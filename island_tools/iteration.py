@@ -185,6 +185,13 @@ def _forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
     return doc
 
 
+def _render_job(settings: Settings, axes: dict[str, Any]) -> dict[str, Any]:
+    """Render settings plus each member's local forward axis (drawn as arrows in the BEV)."""
+    known = {name: entry["axis_local"] for name, entry in axes.get("members", {}).items()
+             if isinstance(entry, dict) and entry.get("axis_local")}
+    return {**settings.render_job(), "forward_axes": known}
+
+
 def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
               poses: dict[str, np.ndarray], n: int) -> dict[str, Any]:
     from .geometry import compute_geometry
@@ -278,17 +285,20 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         iter_stage = stage / "iter_0"
         iter_stage.mkdir()
         atomic.copy_file(island, iter_stage / "island.blend")
-        export = None if (group.root / MESH_CACHE).is_file() else str(stage / MESH_CACHE)
-        _log(progress, "[init_iter0] opening island, rendering iter_0")
-        result = run_job({"op": "step", "blend": str(iter_stage / "island.blend"),
-                          "members": list(group.metadata.members),
-                          "anchor_id": group.metadata.anchor_id, "poses": None,
-                          "render": settings.render_job(), "export_meshes": export})
-        if export:
-            os.replace(export, group.root / MESH_CACHE)
-        poses = _poses_from_job(result, group.metadata.members)
+        base_job = {"op": "step", "blend": str(iter_stage / "island.blend"),
+                    "members": list(group.metadata.members),
+                    "anchor_id": group.metadata.anchor_id, "poses": None}
+        # A fresh run re-exports the meshes (the island may have been rebuilt), then renders
+        # with the forward axes known so the top view can show which way members face.
+        _log(progress, "[init_iter0] opening island, exporting meshes")
+        run_job({**base_job, "render": None, "export_meshes": str(stage / MESH_CACHE)})
+        os.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
         meshes, props = _load_meshes(group)
         axes = _forward_axes(group, meshes, props)
+        _log(progress, "[init_iter0] rendering iter_0")
+        result = run_job({**base_job, "render": _render_job(settings, axes),
+                          "export_meshes": None})
+        poses = _poses_from_job(result, group.metadata.members)
         _log(progress, "[init_iter0] geometry")
         geometry = _geometry(group, meshes, axes, poses, 0)
         masked = group.root / "masked.png"
@@ -403,7 +413,7 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
                               # exact stored matrices (no float32 round trip).
                               "poses": {k: frames.to_list(planned[k])
                                         for k, d in transforms.members.items() if not d.trivial},
-                              "render": settings.render_job(), "export_meshes": None})
+                              "render": _render_job(settings, axes), "export_meshes": None})
             read_back = _poses_from_job(result, group.metadata.members)
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")

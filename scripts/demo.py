@@ -43,6 +43,25 @@ def _summary(geometry: dict) -> str:
             f"{g['penetration_pairs']} | pattern match {g['pattern']['match']}")
 
 
+def _montage(first: Path, last: Path, out: Path) -> Path:
+    """iter_0 above the final iteration, perspective and top view side by side."""
+    from PIL import Image, ImageDraw
+
+    tiles = [[Image.open(d / f"render_{v}.png").convert("RGB") for v in ("persp", "bev")]
+             for d in (first, last)]
+    w, h = tiles[0][0].size
+    label_h = 28
+    sheet = Image.new("RGB", (2 * w, 2 * (h + label_h)), "white")
+    draw = ImageDraw.Draw(sheet)
+    for row, (d, pair) in enumerate(zip((first, last), tiles)):
+        y = row * (h + label_h)
+        draw.text((8, y + 8), f"{d.name}: perspective | top view", fill="black")
+        for col, img in enumerate(pair):
+            sheet.paste(img, (col * w, y + label_h))
+    sheet.save(out)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", default="long_table_6")
@@ -75,7 +94,9 @@ def main() -> int:
         geometry = json.loads((iter_dir / "geometry.json").read_text())
         print(f"iter {n}: {_summary(geometry)}")
     last = refiner / f"iter_{args.iters}"
+    summary = _montage(refiner / "iter_0", last, group / "demo_summary.png")
     print("\ndemo: outputs")
+    print(f"  before/after: {summary}")
     print(f"  renders : {last / 'render_persp.png'}")
     print(f"            {last / 'render_bev.png'}")
     print(f"  geometry: {last / 'geometry.json'}")
