@@ -120,9 +120,13 @@ def group_lock(root: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def staging_dir(parent: Path, label: str) -> Iterator[Path]:
+    """A hidden scratch directory, removed afterwards; ones left by killed runs are swept.
+
+    Callers hold the group lock, so any other staging directory belongs to a dead process.
+    """
+    for stale in parent.glob(".staging.*"):
+        shutil.rmtree(stale, ignore_errors=True)
     path = parent / f".staging.{label}.{os.getpid()}"
-    if path.exists():
-        shutil.rmtree(path)
     path.mkdir(parents=True)
     try:
         yield path

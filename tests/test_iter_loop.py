@@ -241,3 +241,22 @@ def test_cli_exit_codes_and_sanity_line(group: Path) -> None:
     (group / "target_spec.json").unlink()
     spec = _cli("scripts/init_iter0.py", *flags)
     assert spec.returncode == EXIT_TARGET_SPEC and "target_spec.json" in spec.stderr
+
+
+def test_concurrent_step_is_refused_and_stale_staging_swept(group: Path) -> None:
+    import fcntl
+    import os
+
+    refiner = group / "simple_refiner"
+    stale = refiner / ".staging.iter_1.999999"  # what a kill -9 mid-step leaves behind
+    (stale / "junk").mkdir(parents=True)
+    write_decision(group, 1, MOVE)
+    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another step holds the group
+        with pytest.raises(UsageError, match="another init_iter0/iter_step is running"):
+            iter_step(group, 1, SETTINGS, run_job)
+    finally:
+        os.close(fd)
+    iter_step(group, 1, SETTINGS, run_job)
+    assert not stale.exists()
