@@ -1,0 +1,460 @@
+"""What the add-on's operators do, as plain functions over ``island_tools``, plus a CLI.
+
+No ``bpy`` here. Every function is one call, or a short sequence of calls, into the same
+library the agent-facing CLIs use (``island_tools.iteration.init_iter0`` / ``iter_step``, the
+geometry, the solver, the schemas). Blender work comes in as ``run_job(job) -> dict``, the
+injection ``island_tools.iteration`` already uses.
+
+Some of these need packages Blender's own Python lacks (python-fcl for geometry, PyYAML for
+``DIRECTORYS.yaml``). Inside such a Blender the add-on runs them through an external Python
+(the project's venv) with this file as the command line::
+
+    python tasks.py --repo REPO settings --config DIRECTORYS.yaml
+    python tasks.py --repo REPO geometry --group-dir G --iter N
+    python tasks.py --repo REPO solver-decision --group-dir G --iter N
+
+Each prints its result as one JSON line on stdout; errors are one line on stderr and the
+exit code of ``island_tools.errors``, exactly as ``scripts/iter_step.py`` reports them.
+``init_iter0`` and ``iter_step`` themselves go through ``scripts/init_iter0.py`` and
+``scripts/iter_step.py``, never through here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+REFINER_DIR = "simple_refiner"
+RENDER_DIR = "renders"
+SAFE_GROUP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SETTINGS_KEYS = ("blender_bin", "engine", "resolution", "samples")
+
+Progress = Callable[[str], None]
+RunJob = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def ensure_repo(repo: str | os.PathLike[str]) -> None:
+    """Make ``island_tools``, ``worker`` and ``scripts`` of ``repo`` importable."""
+    repo = str(Path(repo).resolve())
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+
+
+# --------------------------------------------------------------------------- status (stdlib)
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def completed_iters(group_dir: str | os.PathLike[str]) -> list[int]:
+    """Iterations whose ``current_state.json`` exists (the mark of a complete iteration)."""
+    refiner = Path(group_dir) / REFINER_DIR
+    if not refiner.is_dir():
+        return []
+    return sorted(int(p.name[5:]) for p in refiner.iterdir()
+                  if p.name.startswith("iter_") and p.name[5:].isdigit()
+                  and (p / "current_state.json").is_file())
+
+
+def _state_entry(entries: Any, group_id: str) -> tuple[bool, str]:
+    """(listed, reason) for ``state.json`` lists of ids or of {"id"/"group", "reason"}."""
+    if isinstance(entries, Mapping):
+        if group_id in entries:
+            value = entries[group_id]
+            return True, value if isinstance(value, str) else ""
+        return False, ""
+    for entry in entries or []:
+        if entry == group_id:
+            return True, ""
+        if isinstance(entry, Mapping) and group_id in (entry.get("id"), entry.get("group")):
+            return True, str(entry.get("reason") or "")
+    return False, ""
+
+
+def group_status(group_dir: str | os.PathLike[str], state: Mapping | None = None) -> dict:
+    """What the panel's group list shows for one group directory."""
+    root = Path(group_dir)
+    iters = completed_iters(root)
+    latest = iters[-1] if iters else -1
+    final = False
+    if iters:
+        doc = read_json(root / REFINER_DIR / f"iter_{latest}" / "transforms.json")
+        final = bool(isinstance(doc, dict) and doc.get("final") is True)
+    if not (root / "island.blend").is_file() or not (root / "metadata.json").is_file():
+        status = "no island"
+    elif not (root / "target_spec.json").is_file():
+        status = "no target_spec"
+    elif not iters:
+        status = "ready"
+    else:
+        status = f"{'final ' if final else ''}iter_{latest}"
+    if state:
+        failed, reason = _state_entry(state.get("islands_failed"), root.name)
+        completed, _ = _state_entry(state.get("islands_completed"), root.name)
+        if failed:
+            status = f"failed: {reason}" if reason else "failed"
+        elif completed:
+            status = f"completed ({status})"
+    return {"id": root.name, "path": str(root), "status": status, "latest_iter": latest,
+            "final": final}
+
+
+def list_groups(scene_dir: str | os.PathLike[str]) -> list[dict]:
+    """Every ``relation_groups/<G>`` of a scene directory (or the directory itself if it is
+    a group), with its status; ``state.json`` decides completed / failed when present."""
+    root = Path(scene_dir)
+    if (root / "metadata.json").is_file():
+        return [group_status(root)]
+    groups = root / "relation_groups"
+    if not groups.is_dir():
+        return []
+    state = read_json(root / "state.json")
+    state = state if isinstance(state, dict) else None
+    return [group_status(p, state) for p in sorted(groups.iterdir())
+            if p.is_dir() and not p.name.startswith(".")]
+
+
+# --------------------------------------------------------------------------- settings
+def load_settings(config: str | os.PathLike[str]) -> dict[str, Any]:
+    """``DIRECTORYS.yaml`` as the CLIs read it (validated; defaults for absent keys)."""
+    from dataclasses import asdict
+
+    from island_tools.config import load_settings as _load
+
+    return asdict(_load(config))
+
+
+def save_settings(config: str | os.PathLike[str], values: Mapping[str, Any]) -> None:
+    """Write the four keys back into ``config``, keeping its comments and line order.
+
+    Values are validated exactly as command-line flags are (``island_tools.config``).
+    """
+    from island_tools import atomic
+    from island_tools.config import Settings, with_overrides
+
+    clean = {k: values[k] for k in SETTINGS_KEYS if k in values}
+    with_overrides(Settings(), **{k: (v if v != "" else None) for k, v in clean.items()})
+    path = Path(config)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    done = set()
+    for i, line in enumerate(lines):
+        key = line.split(":", 1)[0].strip()
+        if ":" in line and not line.lstrip().startswith("#") and key in clean:
+            lines[i] = f"{key}: {json.dumps(clean[key])}"
+            done.add(key)
+    lines += [f"{k}: {json.dumps(clean[k])}" for k in SETTINGS_KEYS if k in clean
+              and k not in done]
+    atomic.write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def settings_object(values: Mapping[str, Any]):
+    from island_tools.config import Settings
+
+    return Settings(**{k: values[k] for k in SETTINGS_KEYS if k in values})
+
+
+# --------------------------------------------------------------------------- target spec
+def read_target_spec(group_dir: str | os.PathLike[str]) -> dict | None:
+    """The raw document for display (None when missing or unreadable)."""
+    doc = read_json(Path(group_dir) / "target_spec.json")
+    return doc if isinstance(doc, dict) else None
+
+
+def write_target_spec(group_dir: str | os.PathLike[str], doc: Mapping[str, Any]) -> dict:
+    """Validate against the contract (and metadata's member count), then write atomically."""
+    from island_tools import atomic
+    from island_tools.schemas import load_metadata, parse_target_spec
+
+    root = Path(group_dir)
+    metadata = load_metadata(root / "metadata.json")
+    path = root / "target_spec.json"
+    spec = parse_target_spec(dict(doc), str(path), len(metadata.refined_members))
+    out = spec.to_dict()
+    atomic.write_json(path, out)
+    return out
+
+
+# --------------------------------------------------------------------------- relation graph
+def relation_graph_groups(scene_dir: str | os.PathLike[str]) -> list[dict]:
+    """Groups of ``<scene_dir>/inputs/relation_graph.json``, every one checked before any
+    island is written: ``[{"id", "anchor", "members", "target_spec" | None}]``."""
+    from island_tools.errors import GroupInputError
+    from island_tools.jsonio import read_object
+    from island_tools.schemas import parse_target_spec
+
+    path = Path(scene_dir) / "inputs" / "relation_graph.json"
+    file = str(path)
+    doc = read_object(path, GroupInputError, "relation_graph.json",
+                      "write inputs/relation_graph.json with a 'groups' list")
+    groups = doc.get("groups")
+    if not isinstance(groups, list) or not groups:
+        raise GroupInputError("must be a non-empty list", file=file, field="groups")
+    out, owner = [], {}
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict):
+            raise GroupInputError("must be an object", file=file, field=f"groups[{i}]")
+        gid, anchor, members = g.get("id"), g.get("anchor"), g.get("members")
+        where = f"groups[{i}]"
+        if not isinstance(gid, str) or not SAFE_GROUP_ID.match(gid) or gid in (".", ".."):
+            raise GroupInputError(f"group id {gid!r} is not a safe directory name", file=file,
+                                  field=f"{where}.id", fix="letters, digits, _ . - only")
+        if not isinstance(anchor, str) or not anchor:
+            raise GroupInputError(f"group '{gid}': anchor must be an object name", file=file,
+                                  field=f"{where}.anchor")
+        if (not isinstance(members, list) or not members
+                or not all(isinstance(m, str) and m for m in members)):
+            raise GroupInputError(f"group '{gid}': members must be a non-empty list of names",
+                                  file=file, field=f"{where}.members")
+        if anchor in members:
+            raise GroupInputError(f"group '{gid}': the anchor '{anchor}' is listed as a member",
+                                  file=file, field=f"{where}.members")
+        for name in [anchor, *members]:
+            if name in owner:
+                raise GroupInputError(f"group '{gid}': object '{name}' is already in group "
+                                      f"'{owner[name]}'", file=file, field=f"{where}.members")
+            owner[name] = gid
+        spec = g.get("target_spec")
+        if spec is not None:
+            if not isinstance(spec, dict):
+                raise GroupInputError(f"group '{gid}': target_spec must be an object",
+                                      file=file, field=f"{where}.target_spec")
+            spec = parse_target_spec(spec, f"{file} {where}.target_spec", len(members))
+            spec = spec.to_dict()
+        out.append({"id": gid, "anchor": anchor, "members": list(members), "target_spec": spec})
+    return out
+
+
+# --------------------------------------------------------------------------- the loop
+def next_iter(group_dir: str | os.PathLike[str]) -> int:
+    from island_tools.errors import UsageError
+
+    done = completed_iters(group_dir)
+    if 0 not in done:
+        raise UsageError(f"{REFINER_DIR}/iter_0 is missing or incomplete",
+                         file=str(Path(group_dir) / REFINER_DIR), fix="run Init iter_0 first")
+    return done[-1] + 1
+
+
+def init_iter0(group_dir: str, settings, run_job: RunJob, progress: Progress | None = None
+               ) -> int:
+    from island_tools.iteration import init_iter0 as _init
+
+    _init(group_dir, settings, run_job, progress)
+    return 0
+
+
+def iter_step(group_dir: str, n: int, settings, run_job: RunJob,
+              progress: Progress | None = None) -> int:
+    from island_tools.iteration import iter_step as _step
+
+    _step(group_dir, n, settings, run_job, progress)
+    return n
+
+
+def place_transforms(group_dir: str | os.PathLike[str], source: str | os.PathLike[str]) -> int:
+    """Put an agent's or artist's ``transforms.json`` where ``iter_step`` reads it.
+
+    The iteration is the file's ``iter`` field; it must be the next one. The file is checked
+    against the contract first; a file outside the group is copied to ``iter_N/``.
+    """
+    from island_tools import atomic
+    from island_tools.errors import TransformsError, UsageError
+    from island_tools.jsonio import read_object
+    from island_tools.schemas import load_metadata, load_transforms
+
+    root = Path(group_dir)
+    src = Path(source).resolve()
+    doc = read_object(src, TransformsError, "transforms.json",
+                      "write the decision as the contract's transforms.json")
+    n = doc.get("iter")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TransformsError("must be the iteration number", file=str(src), field="iter")
+    expected = next_iter(root)
+    if n != expected:
+        raise UsageError(f"transforms.json is for iter {n}, but the next iteration is "
+                         f"{expected}", file=str(src), field="iter")
+    load_transforms(src, n, load_metadata(root / "metadata.json"))
+    dest = (root / REFINER_DIR / f"iter_{n}" / "transforms.json").resolve()
+    if dest != src:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic.copy_file(src, dest)
+    return n
+
+
+def solver_decision(group_dir: str | os.PathLike[str], n: int) -> dict:
+    """The built-in geometric agent's ``iter_N/transforms.json`` from ``iter_(N-1)``'s geometry."""
+    from island_tools import atomic
+    from island_tools.errors import GroupInputError, UsageError
+    from island_tools.greedy_agent import propose, transforms_doc
+    from island_tools.iteration import sha256_file
+    from island_tools.jsonio import read_object
+
+    root = Path(group_dir)
+    if n != next_iter(root):
+        raise UsageError(f"the solver can only write the next iteration ({next_iter(root)}), "
+                         f"not {n}", file=str(root))
+    refiner = root / REFINER_DIR
+    geometry = read_object(refiner / f"iter_{n - 1}" / "geometry.json", GroupInputError,
+                           "geometry.json", f"rerun iteration {n - 1}")
+    masked = root / "masked.png"
+    image = masked if masked.is_file() else refiner / f"iter_{n - 1}" / "render_bev.png"
+    doc = transforms_doc(propose(geometry, n), n, sha256_file(image),
+                         generated_by="blender_addon solver step")
+    (refiner / f"iter_{n}").mkdir(exist_ok=True)
+    atomic.write_json(refiner / f"iter_{n}" / "transforms.json", doc)
+    return doc
+
+
+def member_geometry(group_dir: str | os.PathLike[str], n: int) -> dict:
+    """Recompute ``iter_N/geometry.json`` from that iteration's read-back poses."""
+    from island_tools import atomic
+    from island_tools.iteration import (
+        _forward_axes,
+        _geometry,
+        _load_meshes,
+        group_lock,
+        load_current_poses,
+        load_group,
+    )
+
+    group = load_group(group_dir)
+    with group_lock(group.root):
+        poses = load_current_poses(group, n)
+        meshes, props = _load_meshes(group)
+        geometry = _geometry(group, meshes, _forward_axes(group, meshes, props), poses, n)
+        atomic.write_json(group.iter_dir(n) / "geometry.json", geometry)
+    return geometry
+
+
+def render_iteration(group_dir: str | os.PathLike[str], n: int, settings, run_job: RunJob,
+                     out_dir: str | os.PathLike[str] | None = None) -> dict:
+    """Render ``iter_N/island.blend`` again (persp + BEV) with ``settings``.
+
+    The iteration's own renders are never replaced: output goes to ``out_dir`` (default
+    ``<group>/renders/iter_N/``), with the worker's render record in ``render.json``.
+    """
+    from island_tools import atomic
+    from island_tools.errors import UsageError
+    from island_tools.iteration import is_complete, load_group
+
+    group = load_group(group_dir)
+    src = group.iter_dir(n)
+    if not is_complete(src):
+        raise UsageError(f"iter_{n} is not complete", file=str(src), fix="step it first")
+    out = Path(out_dir) if out_dir else group.root / RENDER_DIR / f"iter_{n}"
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".render.", dir=out) as tmp:
+        blend = Path(tmp) / "island.blend"
+        atomic.copy_file(src / "island.blend", blend)
+        result = run_job({"op": "step", "blend": str(blend),
+                          "members": list(group.metadata.members),
+                          "anchor_id": group.metadata.anchor_id, "poses": None,
+                          "render": settings.render_job(), "export_meshes": None})
+        paths = {}
+        for view in ("persp", "bev"):
+            name = f"render_{view}.png"
+            os.replace(Path(tmp) / name, out / name)
+            paths[view] = str(out / name)
+    record = {"iter": n, "source": str(src / "island.blend"),
+              "settings": settings.render_job(), "render": result.get("render"),
+              "blender_version": result.get("blender_version")}
+    atomic.write_json(out / "render.json", record)
+    return {"out_dir": str(out), **paths}
+
+
+def iteration_view(group_dir: str | os.PathLike[str], n: int) -> dict:
+    """What the iteration browser loads: the blend, the members, their local forward axes
+    (``forward_axes.json``) and the iteration's renders."""
+    from island_tools.errors import UsageError
+    from island_tools.schemas import load_metadata
+
+    root = Path(group_dir)
+    metadata = load_metadata(root / "metadata.json")
+    it = root / REFINER_DIR / f"iter_{n}"
+    if not (it / "current_state.json").is_file():
+        raise UsageError(f"iter_{n} is not complete", file=str(it),
+                         fix=f"pick one of {completed_iters(root) or 'none (run Init iter_0)'}")
+    axes_doc = read_json(root / "forward_axes.json")
+    axes = (axes_doc or {}).get("members", {}) if isinstance(axes_doc, dict) else {}
+    forward = {m: (axes.get(m) or {}).get("axis_local") for m in metadata.members}
+    renders = {v: str(it / f"render_{v}.png") for v in ("persp", "bev")
+               if (it / f"render_{v}.png").is_file()}
+    return {"blend": str(it / "island.blend"), "members": list(metadata.members),
+            "anchor_id": metadata.anchor_id, "forward_local": forward, "renders": renders}
+
+
+def world_poses(group_dir: str | os.PathLike[str], n: int) -> dict[str, list[list[float]]]:
+    """Merge back: ``M_anchor @ canonical`` for every object of the group, with the
+    canonical poses read back from ``iter_N`` (``current_state.json``)."""
+    from island_tools import frames
+    from island_tools.errors import GroupInputError
+    from island_tools.jsonio import read_object
+    from island_tools.schemas import load_metadata
+
+    root = Path(group_dir)
+    metadata = load_metadata(root / "metadata.json")
+    path = root / REFINER_DIR / f"iter_{n}" / "current_state.json"
+    doc = read_object(path, GroupInputError, "current_state.json", f"step iteration {n}")
+    poses = doc.get("poses")
+    out = {}
+    for name in metadata.members:
+        entry = poses.get(name) if isinstance(poses, dict) else None
+        if not isinstance(entry, dict) or "matrix_4x4" not in entry:
+            raise GroupInputError(f"no pose for '{name}'", file=str(path), field="poses")
+        canonical = frames.as_matrix(entry["matrix_4x4"])
+        out[name] = frames.to_list(frames.world_from_canonical(metadata.m_anchor, canonical))
+    return out
+
+
+def latest_iter(group_dir: str | os.PathLike[str]) -> int:
+    from island_tools.errors import UsageError
+
+    done = completed_iters(group_dir)
+    if not done:
+        raise UsageError("no complete iteration", file=str(Path(group_dir) / REFINER_DIR),
+                         fix="run Init iter_0 first")
+    return done[-1]
+
+
+# --------------------------------------------------------------------------- CLI
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tasks.py", description=__doc__.splitlines()[0])
+    p.add_argument("--repo", required=True, help="the island-refiner checkout")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("settings", help="print DIRECTORYS.yaml as JSON")
+    s.add_argument("--config", required=True)
+    for name in ("geometry", "solver-decision"):
+        s = sub.add_parser(name)
+        s.add_argument("--group-dir", required=True)
+        s.add_argument("--iter", type=int, required=True, dest="n")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    ensure_repo(args.repo)
+    from scripts._cli import run_main
+
+    def body() -> int:
+        if args.command == "settings":
+            result: Any = load_settings(args.config)
+        elif args.command == "geometry":
+            result = member_geometry(args.group_dir, args.n)["group"]
+        else:
+            result = solver_decision(args.group_dir, args.n)
+        print(json.dumps(result, allow_nan=False))
+        return 0
+
+    return run_main(f"tasks {args.command}", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
