@@ -171,6 +171,7 @@ class Process:
 class Runner:
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
+        self._settings = None
         tasks.ensure_repo(config.repo)
 
     # ----------------------------------------------------------------- where things run
@@ -183,8 +184,11 @@ class Runner:
         return can_run_in_process(self.config.repo)
 
     def settings(self):
-        """``DIRECTORYS.yaml`` (the source of truth), read as the CLIs read it."""
-        return tasks.settings_object(self.settings_dict())
+        """``DIRECTORYS.yaml`` (the source of truth), read as the CLIs read it; once per
+        runner (an operator builds one runner per call)."""
+        if self._settings is None:
+            self._settings = tasks.settings_object(self.settings_dict())
+        return self._settings
 
     def settings_dict(self) -> dict[str, Any]:
         if importlib.util.find_spec("yaml") is not None:
