@@ -454,6 +454,37 @@ class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
                     lambda ctx: _after_iteration(self, ctx, root, n))
 
 
+class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
+    """Step the next iteration from the members moved in the island scene: their deltas from the loaded iteration become transforms.json"""
+
+    bl_idname = "island.step_from_viewport"
+    bl_label = "Step from Viewport Edits"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return _has_group(context)
+
+    def plan(self, context, runner):
+        from island_tools.errors import UsageError
+        from worker import addon_ops
+
+        root = group_path(context)
+        scene = bpy.data.scenes.get(f"{ISLAND_SCENE_PREFIX}{root.name}")
+        latest = tasks.latest_iter(root)
+        loaded = [o for o in (scene.objects if scene else ())
+                  if o.get(addon_ops.PROP_GROUP) == str(root)]
+        if not loaded or any(o.get(addon_ops.PROP_ITER) != latest for o in loaded):
+            raise UsageError(f"load the latest iteration (iter_{latest}) of {root.name}, "
+                             "move its members, then step", fix="press Latest")
+        n = tasks.write_viewport_transforms(root, addon_ops.loaded_poses(scene, str(root)))
+        return Plan(2, lambda tick: tasks.iter_step(str(root), n, runner.settings(),
+                                                    runner.worker_job, tick),
+                    [runner.script_argv("iter_step.py", ["--group-dir", str(root),
+                                                         "--iter", str(n)])],
+                    lambda ctx: _after_iteration(self, ctx, root, n))
+
+
 class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
     """Recompute geometry.json of the browser's iteration; report facing error and clearance per member"""
 
@@ -602,5 +633,6 @@ class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
 
 CLASSES = (ISLAND_OT_refresh_groups, ISLAND_OT_rebuild_island, ISLAND_OT_save_target_spec,
            ISLAND_OT_init_iter0, ISLAND_OT_apply_delta, ISLAND_OT_solver_step,
+           ISLAND_OT_step_from_viewport,
            ISLAND_OT_member_geometry, ISLAND_OT_render, ISLAND_OT_load_iteration,
            ISLAND_OT_merge_back, ISLAND_OT_load_settings, ISLAND_OT_save_settings)

@@ -89,6 +89,7 @@ class ISLAND_PT_iterations(_Tab, bpy.types.Panel):
         col.operator("island.init_iter0", icon="FILE_NEW")
         col.operator("island.solver_step", icon="PLAY")
         col.operator("island.apply_delta", icon="IMPORT")
+        col.operator("island.step_from_viewport", icon="OBJECT_ORIGIN")
         row = layout.row(align=True)
         row.prop(st, "iteration")
         row.operator("island.load_iteration", text="Load", icon="FILE_BLEND").latest = False

@@ -156,9 +156,12 @@ def save_settings(config: str | os.PathLike[str], values: Mapping[str, Any]) -> 
 
 
 def settings_object(values: Mapping[str, Any]):
+    from dataclasses import fields
+
     from island_tools.config import Settings
 
-    return Settings(**{k: values[k] for k in SETTINGS_KEYS if k in values})
+    known = {f.name for f in fields(Settings)}
+    return Settings(**{k: v for k, v in values.items() if k in known})
 
 
 # --------------------------------------------------------------------------- target spec
@@ -311,6 +314,82 @@ def solver_decision(group_dir: str | os.PathLike[str], n: int) -> dict:
     (refiner / f"iter_{n}").mkdir(exist_ok=True)
     atomic.write_json(refiner / f"iter_{n}" / "transforms.json", doc)
     return doc
+
+
+def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
+                      poses: Mapping[str, Any]) -> dict[str, dict]:
+    """The ``members`` deltas that take ``iter_(n-1)``'s poses to ``poses`` (canonical).
+
+    The inverse of ``frames.apply_member_delta``: the yaw about canonical Z through the
+    member's footprint centre, then the translation. Unmoved members are left out. A moved
+    anchor, a tilt or a scale change cannot be a delta and is refused, naming the object.
+    """
+    import math
+
+    import numpy as np
+
+    from island_tools import frames
+    from island_tools.errors import TransformsError
+    from island_tools.iteration import _load_meshes, load_current_poses, load_group
+
+    group = load_group(group_dir)
+    prev = load_current_poses(group, n - 1)
+    meshes, _ = _load_meshes(group)
+    fix = "only move members along the floor and turn them about Z"
+    members: dict[str, dict] = {}
+    for name in group.metadata.members:
+        if name not in poses:
+            raise TransformsError(f"no pose for '{name}' in the scene", fix="load the iteration")
+        new = frames.as_matrix(poses[name])
+        old = prev[name]
+        if name == group.metadata.anchor_id:
+            if not np.allclose(new, old, atol=1e-5):
+                raise TransformsError(f"the anchor '{name}' moved; it stays at the origin",
+                                      fix="move the members instead")
+            continue
+        _, rot_old, scale_old = frames.decompose(old)
+        _, rot_new, scale_new = frames.decompose(new)
+        turn = rot_new @ rot_old.T
+        if not np.allclose(scale_new, scale_old, rtol=1e-4, atol=1e-6):
+            raise TransformsError(f"'{name}' was scaled", fix=fix)
+        if abs(turn[2, 2] - 1.0) > 1e-5 or np.abs(turn[:2, 2]).max() > 1e-4:
+            raise TransformsError(f"'{name}' was tilted", fix=fix)
+        yaw = math.degrees(math.atan2(turn[1, 0], turn[0, 0]))
+        pivot = frames.footprint_centre_local(meshes[name][0])
+        turned = frames.apply_member_delta(old, (0.0, 0.0, 0.0), yaw, pivot)
+        move = new[:3, 3] - turned[:3, 3]
+        if abs(yaw) < 1e-6 and float(np.abs(move).max()) < 1e-6:
+            continue
+        members[name] = {"delta_xyz": [round(float(v), 6) for v in move],
+                         "delta_yaw_deg": round(yaw, 6)}
+    return members
+
+
+def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[str, Any]
+                              ) -> int:
+    """An artist's decision: ``iter_N/transforms.json`` (N = the next iteration) holding the
+    deltas from ``iter_(N-1)`` to the poses of the loaded objects. Validated as any
+    transforms.json; ``_island_meta.model`` is ``artist``."""
+    from island_tools import atomic
+    from island_tools.greedy_agent import transforms_doc
+    from island_tools.iteration import sha256_file
+    from island_tools.schemas import load_metadata, parse_transforms
+
+    root = Path(group_dir)
+    n = next_iter(root)
+    members = deltas_from_poses(root, n, poses)
+    refiner = root / REFINER_DIR
+    masked = root / "masked.png"
+    image = masked if masked.is_file() else refiner / f"iter_{n - 1}" / "render_bev.png"
+    decision = {"members": members, "converged": False,
+                "reason_summary": f"artist: {len(members)} member(s) moved in the viewport"}
+    doc = transforms_doc(decision, n, sha256_file(image), model="artist",
+                         generated_by="blender_addon viewport edit")
+    path = refiner / f"iter_{n}" / "transforms.json"
+    parse_transforms(doc, str(path), n, load_metadata(root / "metadata.json"))
+    path.parent.mkdir(exist_ok=True)
+    atomic.write_json(path, doc)
+    return n
 
 
 def member_geometry(group_dir: str | os.PathLike[str], n: int) -> dict:

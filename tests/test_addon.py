@@ -18,9 +18,9 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from island_tools import atomic  # noqa: E402
-from island_tools.greedy_agent import propose, transforms_doc  # noqa: E402
-from island_tools.iteration import sha256_file  # noqa: E402
+from island_tools import atomic
+from island_tools.greedy_agent import propose, transforms_doc
+from island_tools.iteration import sha256_file
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
@@ -278,6 +278,26 @@ def test_rebuild_from_selection_and_merge_back_round_trip(st, tmp_path: Path) ->
     assert bpy.ops.island.init_iter0() == {"FINISHED"}
     loaded = [o.name for o in bpy.data.scenes["Island G1"].objects]
     assert sorted(loaded) == ["chair_a.001", "chair_b.001", "table.001"]  # originals kept
+
+    # an artist's decision: move and turn a member in the island scene, step from it
+    island = bpy.data.scenes["Island G1"]
+    edited = island.objects["chair_a.001"]
+    edited.location.x += 0.15
+    edited.rotation_euler.z += math.radians(25.0)
+    island.view_layers[0].update()
+    wanted = np.array(edited.matrix_world)
+    assert bpy.ops.island.step_from_viewport() == {"FINISHED"}
+    doc = json.loads((group / "simple_refiner/iter_1/transforms.json").read_text())
+    assert list(doc["members"]) == ["chair_a"] and doc["_island_meta"]["model"] == "artist"
+    assert doc["members"]["chair_a"]["delta_yaw_deg"] == pytest.approx(25.0, abs=1e-4)
+    state = json.loads((group / "simple_refiner/iter_1/current_state.json").read_text())
+    assert np.allclose(state["poses"]["chair_a"]["matrix_4x4"], wanted, atol=1e-5)
+    anchor = next(o for o in island.objects if o["island_member"] == "table")
+    assert anchor["island_iter"] == 1
+    anchor.location.x += 0.1  # the anchor stays at the origin
+    with pytest.raises(RuntimeError, match="anchor 'table' moved"):
+        bpy.ops.island.step_from_viewport()
+    assert not (group / "simple_refiner/iter_2").exists()
     for obj in [table, *chairs]:
         obj.location.x += 0.5
         obj.rotation_euler.z += 0.3
