@@ -58,8 +58,8 @@ def progress(context, total: int):
         wm.progress_end()
 
 
-def refresh_groups(context, select: str | None = None) -> None:
-    st = state(context)
+def refresh_groups(st, select: str | None = None) -> None:
+    """Rescan ``st.scene_dir`` into ``st.groups`` (``st`` is a scene's ``island_refiner``)."""
     previous = select or (st.active_group().name if st.active_group() else None)
     root = st.scene_path()
     st.groups.clear()
@@ -72,10 +72,10 @@ def refresh_groups(context, select: str | None = None) -> None:
     if st.group_index != index:
         st.group_index = index  # the update callback shows the group
     else:
-        show_group(context, st)
+        show_group(st)
 
 
-def show_group(context, st) -> None:
+def show_group(st) -> None:
     """The selected group's target spec into the fields, the browser on its latest iteration."""
     group = st.active_group()
     st.members.clear()
@@ -132,7 +132,7 @@ def load_into_scene(context, root: Path, n: int) -> str:
             target = island_scene.island_refiner
             target.scene_dir = source.scene_dir
             window.scene = island_scene
-            refresh_groups(bpy.context, select=root.name)
+            refresh_groups(target, select=root.name)
             target.iteration = n
     return result["scene"]
 
@@ -271,7 +271,7 @@ class _LongOperator(_IslandOperator):
 
 def _after_iteration(op, context, root: Path, n: int) -> None:
     """Shared end of init / apply / solver step: list, browser, optional load, report."""
-    refresh_groups(context, select=root.name)
+    refresh_groups(state(context), select=root.name)
     st = state(context)
     st.iteration = n
     geometry = tasks.read_json(root / tasks.REFINER_DIR / f"iter_{n}" / "geometry.json") or {}
@@ -295,7 +295,7 @@ class ISLAND_OT_refresh_groups(_IslandOperator, bpy.types.Operator):
         return st is not None and bool(st.scene_dir)
 
     def run(self, context):
-        refresh_groups(context)
+        refresh_groups(state(context))
         self.done(context, f"{len(state(context).groups)} group(s)")
 
 
@@ -350,7 +350,7 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
             addon_ops.write_island(root, g["anchor"], g["members"])
             if g["target_spec"] is not None:
                 tasks.write_target_spec(root, g["target_spec"])
-        refresh_groups(context, select=groups[-1]["id"])
+        refresh_groups(state(context), select=groups[-1]["id"])
         self.done(context, f"{len(groups)} island(s) written: "
                            f"{', '.join(g['id'] for g in groups)}")
 
@@ -369,7 +369,7 @@ class ISLAND_OT_save_target_spec(_IslandOperator, bpy.types.Operator):
         make_runner(context)
         root = group_path(context)
         tasks.write_target_spec(root, state(context).target_spec.to_doc())
-        refresh_groups(context, select=root.name)
+        refresh_groups(state(context), select=root.name)
         self.done(context, f"{root.name}: target_spec.json saved")
 
 

@@ -73,7 +73,7 @@ class ISLAND_PG_target_spec(bpy.types.PropertyGroup):
 
 def _group_selected(self, context) -> None:
     from . import ops
-    ops.show_group(context, self)
+    ops.show_group(self)
 
 
 class ISLAND_PG_scene(bpy.types.PropertyGroup):
