@@ -218,6 +218,13 @@ def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
         assert np.allclose(np.array(obj.matrix_world), state[name]["matrix_4x4"], atol=1e-6)
     assert list(loaded["chair_1"]["island_forward_local"]) == pytest.approx([0.0, -1.0], abs=1e-6)
     assert f"{GROUP} iter_2 bev" in bpy.data.images
+    from blender_addon.draw import arrow_segments
+    chair = loaded["chair_1"]
+    (start, tip), *head = arrow_segments(chair)
+    forward = np.array(chair.matrix_world.to_3x3()) @ [0.0, -1.0, 0.0]
+    assert len(head) == 2 and np.allclose(np.array(tip - start) / (tip - start).length,
+                                          forward / np.linalg.norm(forward), atol=1e-6)
+    assert arrow_segments(loaded["table"]) == []  # symmetric anchor: no arrow
 
     # member geometry recomputes the same geometry.json and lists every member
     geometry = group_a / "simple_refiner/iter_2/geometry.json"
@@ -305,6 +312,10 @@ def test_rebuild_from_selection_and_merge_back_round_trip(st, tmp_path: Path) ->
     assert bpy.ops.island.merge_back(scope="SELECTED") == {"FINISHED"}
     for name, world in worlds(names).items():
         assert np.allclose(world, original[name], atol=1e-5), name
+    assert bpy.ops.island.merge_back(scope="ALL") == {"FINISHED"}  # latest: the artist's iter_1
+    m_anchor = np.array(meta["M_anchor_4x4"])
+    assert np.allclose(worlds(["chair_a"])["chair_a"], m_anchor @ wanted, atol=1e-5)
+    assert np.allclose(worlds(["chair_b"])["chair_b"], original["chair_b"], atol=1e-5)
 
 
 def test_rebuild_from_relation_graph_checks_every_group_first(st, tmp_path: Path) -> None:
