@@ -28,6 +28,9 @@
     ``{"op": "read_poses", "blend", "members"}`` -> ``{"op", "blend", "poses",
     "blender_version", "file_version", "autoexec_fail", "timings_s": {"open", "total"}}``.
 
+``scene_read``, ``scene_rebuild``, ``scene_merge``, ``scene_build``
+    Scene-level jobs of the scene pipeline, implemented and documented in ``worker.scene``.
+
 Every value returned is plain JSON (dicts, lists, str, float, int, bool, None), identical
 in both paths. An unknown op or a malformed job raises UsageError.
 """
@@ -41,7 +44,8 @@ from island_tools.errors import GroupInputError, UsageError
 
 from . import blend_io
 
-OPS = ("step", "build_island", "read_poses")
+SCENE_OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
+OPS = ("step", "build_island", "read_poses", *SCENE_OPS)
 
 
 def _require(job: Mapping, key: str, kind: type | tuple[type, ...]) -> Any:
@@ -191,4 +195,7 @@ def run_job(job: Mapping) -> dict:
         return _build_island(job)
     if op == "read_poses":
         return _read_poses(job)
+    if op in SCENE_OPS:
+        from .scene import run_scene_job
+        return run_scene_job(job)
     raise UsageError(f"unknown worker op {op!r} (known: {', '.join(OPS)})", field="op")

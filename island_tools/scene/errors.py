@@ -1,0 +1,27 @@
+"""Exit codes the scene pipeline adds to ``island_tools.errors`` (0-8 keep their meaning; 9 is
+the agent adapter's). A separate range so a farm can tell scene-level outcomes apart.
+
+====  ==========================================================================
+20    inputs/relation_graph.json invalid: malformed, unknown object names, an object
+      in two groups, the anchor listed as a member, an empty group, an unsafe group id
+21    the run finished but at least one group is in ``islands_failed`` (every other
+      output, the merged scene included, was still written)
+22    integrity: the input scene changed during the run, or the merged scene read back
+      from disk does not hold the poses that were written
+====  ==========================================================================
+"""
+from __future__ import annotations
+
+from ..errors import GroupInputError, IslandError
+
+EXIT_RELATION_GRAPH = 20
+EXIT_GROUPS_FAILED = 21
+EXIT_INTEGRITY = 22
+
+
+class RelationGraphError(GroupInputError):
+    exit_code = EXIT_RELATION_GRAPH
+
+
+class IntegrityError(IslandError):
+    exit_code = EXIT_INTEGRITY

@@ -1,0 +1,223 @@
+"""``<scene_dir>/ledger.sqlite``: the append-only audit trail of every run on a scene.
+
+Tables (every row is an event; triggers refuse UPDATE and DELETE):
+
+* ``runs``       run_id, event (started | finished | failed), pid, proc_start, boot_id,
+                 host, argv, exit_code, detail
+* ``groups``     run_id, group_id, event (queued, round_started, completed, failed, skipped,
+                 reset, ...), status, detail
+* ``iterations`` run_id, group_id, round, iter, members_moved, converged, final,
+                 facing_error_max_deg, facing_error_mean_deg, clearance_violations,
+                 penetration_pairs, spacing
+* ``decisions``  run_id, group_id, round, decision (accept | rollback | resolve_unknown |
+                 repair | finalize), score_before, score_after, delta, min_delta, reason
+* ``failures``   run_id, group_id (NULL for run-level), stage, error_type, exit_code, message
+
+Crash safety: WAL journal, ``synchronous=FULL`` and one transaction per event, so a kill -9
+loses at most the event being written. A run's status is its latest ``runs`` event; a run
+whose latest event is ``started`` but whose process is gone is marked ``failed`` by the next
+run (:meth:`Ledger.mark_dead_runs`): the caller holds the scene lock, so no live run on this
+machine can be running; pid + process start time + boot id identify the process exactly.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at_utc TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('started', 'finished', 'failed')),
+    pid INTEGER, proc_start INTEGER, boot_id TEXT, host TEXT, argv TEXT,
+    exit_code INTEGER, detail TEXT);
+CREATE TABLE IF NOT EXISTS groups (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at_utc TEXT NOT NULL,
+    group_id TEXT NOT NULL, event TEXT NOT NULL, status TEXT, detail TEXT);
+CREATE TABLE IF NOT EXISTS iterations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at_utc TEXT NOT NULL,
+    group_id TEXT NOT NULL, round INTEGER NOT NULL, iter INTEGER NOT NULL,
+    members_moved INTEGER, converged INTEGER, final INTEGER,
+    facing_error_max_deg REAL, facing_error_mean_deg REAL, clearance_violations INTEGER,
+    penetration_pairs INTEGER, spacing REAL);
+CREATE TABLE IF NOT EXISTS decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at_utc TEXT NOT NULL,
+    group_id TEXT NOT NULL, round INTEGER, decision TEXT NOT NULL,
+    score_before REAL, score_after REAL, delta REAL, min_delta REAL, reason TEXT);
+CREATE TABLE IF NOT EXISTS failures (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, at_utc TEXT NOT NULL,
+    group_id TEXT, stage TEXT NOT NULL, error_type TEXT, exit_code INTEGER, message TEXT);
+"""
+TABLES = ("runs", "groups", "iterations", "decisions", "failures")
+
+
+def _append_only_triggers() -> str:
+    out = []
+    for t in TABLES:
+        for op in ("UPDATE", "DELETE"):
+            out.append(f"CREATE TRIGGER IF NOT EXISTS {t}_no_{op.lower()} BEFORE {op} ON {t} "
+                       f"BEGIN SELECT RAISE(ABORT, 'ledger is append-only: {op} on {t}'); END;")
+    return "\n".join(out)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def process_start(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (/proc/<pid>/stat field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: count fields after the last ')'.
+    rest = stat[stat.rfind(")") + 2:].split()
+    try:
+        return int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_alive(pid: int | None, proc_start: int | None, boot: str | None) -> bool:
+    """Is the process that wrote a ledger row still running (same boot, pid, start time)?"""
+    if pid is None:
+        return False
+    if boot is not None and boot_id() is not None and boot != boot_id():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = process_start(pid)
+    if proc_start is not None and now is not None:
+        return now == proc_start
+    return True
+
+
+@dataclass(frozen=True)
+class DeadRun:
+    run_id: str
+    pid: int | None
+    host: str | None
+    started_utc: str
+
+
+class Ledger:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(SCHEMA + _append_only_triggers())
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _insert(self, table: str, **values: Any) -> None:
+        values.setdefault("at_utc", utc_now())
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        # isolation_level=None: this single INSERT is its own committed transaction.
+        self.conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})",
+                          tuple(values.values()))
+
+    # ------------------------------------------------------------------ runs
+    def run_started(self, run_id: str, argv: Iterable[str]) -> None:
+        pid = os.getpid()
+        self._insert("runs", run_id=run_id, event="started", pid=pid,
+                     proc_start=process_start(pid), boot_id=boot_id(),
+                     host=socket.gethostname(), argv=json.dumps(list(argv)))
+
+    def run_finished(self, run_id: str, exit_code: int, detail: str = "") -> None:
+        self._insert("runs", run_id=run_id, event="finished", exit_code=exit_code,
+                     detail=detail)
+
+    def run_failed(self, run_id: str, exit_code: int | None, detail: str) -> None:
+        self._insert("runs", run_id=run_id, event="failed", exit_code=exit_code, detail=detail)
+
+    def run_status(self, run_id: str) -> str | None:
+        row = self.conn.execute("SELECT event FROM runs WHERE run_id = ? ORDER BY seq DESC "
+                                "LIMIT 1", (run_id,)).fetchone()
+        return row[0] if row else None
+
+    def running(self) -> list[dict[str, Any]]:
+        """Runs whose latest event is 'started', with the started row's process identity."""
+        rows = self.conn.execute(
+            "SELECT r.run_id, r.pid, r.proc_start, r.boot_id, r.host, r.at_utc FROM runs r "
+            "WHERE r.event = 'started' AND r.seq = (SELECT MAX(seq) FROM runs x "
+            "WHERE x.run_id = r.run_id)").fetchall()
+        keys = ("run_id", "pid", "proc_start", "boot_id", "host", "started_utc")
+        return [dict(zip(keys, row)) for row in rows]
+
+    def mark_dead_runs(self) -> list[DeadRun]:
+        """Mark every 'running' run whose process is gone as failed (caller holds the lock)."""
+        dead = []
+        here = socket.gethostname()
+        for run in self.running():
+            same_host = run["host"] == here
+            if same_host and process_alive(run["pid"], run["proc_start"], run["boot_id"]):
+                continue
+            where = "" if same_host else f" on host {run['host']} (its lock is free)"
+            self.run_failed(run["run_id"], None,
+                            f"process {run['pid']}{where} died without a terminal status; "
+                            "marked failed by the next run")
+            dead.append(DeadRun(run["run_id"], run["pid"], run["host"], run["started_utc"]))
+        return dead
+
+    # ------------------------------------------------------------------ events
+    def group_event(self, run_id: str, group_id: str, event: str, status: str | None = None,
+                    detail: str = "") -> None:
+        self._insert("groups", run_id=run_id, group_id=group_id, event=event, status=status,
+                     detail=detail)
+
+    def iteration(self, run_id: str, group_id: str, round_: int, row: dict[str, Any]) -> None:
+        self._insert("iterations", run_id=run_id, group_id=group_id, round=round_,
+                     iter=row["iter"], members_moved=row.get("members_moved"),
+                     converged=int(bool(row.get("converged"))),
+                     final=int(bool(row.get("final"))),
+                     facing_error_max_deg=row.get("facing_error_max_deg"),
+                     facing_error_mean_deg=row.get("facing_error_mean_deg"),
+                     clearance_violations=row.get("clearance_violations"),
+                     penetration_pairs=row.get("penetration_pairs"),
+                     spacing=row.get("spacing"))
+
+    def decision(self, run_id: str, group_id: str, round_: int | None, decision: str,
+                 score_before: float | None = None, score_after: float | None = None,
+                 min_delta: float | None = None, reason: str = "") -> None:
+        delta = (None if score_before is None or score_after is None
+                 else round(score_before - score_after, 6))
+        self._insert("decisions", run_id=run_id, group_id=group_id, round=round_,
+                     decision=decision, score_before=score_before, score_after=score_after,
+                     delta=delta, min_delta=min_delta, reason=reason)
+
+    def failure(self, run_id: str, group_id: str | None, stage: str, error_type: str,
+                exit_code: int | None, message: str) -> None:
+        self._insert("failures", run_id=run_id, group_id=group_id, stage=stage,
+                     error_type=error_type, exit_code=exit_code, message=message)
+
+    # ------------------------------------------------------------------ reading
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        if table not in TABLES:
+            raise KeyError(table)
+        cur = self.conn.execute(f"SELECT * FROM {table} ORDER BY seq")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """For ``report``: never creates the file, never writes."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)

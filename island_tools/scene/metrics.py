@@ -1,0 +1,121 @@
+"""``metrics.json``: before/after figures per group and for the whole scene.
+
+*Before* is measured on the input scene (world poses read at validate), *after* on the
+merged scene as read back from ``blend/stage3-scene.blend`` by the merge job, both in each
+group's canonical frame with the group's final target spec and forward axes (resolutions of
+unknowns included), so the two columns differ only by the poses. Every group of the relation
+graph is measured, flagged or not.
+
+Scene level: ``facing_error_mean_deg`` / ``facing_error_max_deg`` over every member with a
+facing error, ``clearance_violations`` and ``penetration_pairs`` summed,
+``spacing_max_deviation_m`` and ``ring_gap_cv`` the worst group, ``pass_rate`` = passing
+review items / all review items, ``violation_score`` summed, ``groups_all_pass`` counted.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from .. import frames, meshcache
+from ..errors import UsageError
+from ..forward_axis import forward_axes_document
+from ..geometry import GeometryContext
+from ..jsonio import read_object
+from .relation_graph import RelationGraph
+from .verify import geometry_summary, review_group
+
+if TYPE_CHECKING:
+    from .pipeline import ScenePaths
+
+
+def _read(path, what: str) -> dict[str, Any]:
+    return read_object(path, UsageError, what, "rerun the scene pipeline")
+
+
+def _figures(geometry: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str, Any]:
+    return {**geometry_summary(geometry), "pass_rate": review["summary"]["pass_rate"],
+            "reviews": {k: review["summary"][k] for k in ("pass", "fail", "uncertain", "total")},
+            "violation_score": review["violation_score"]}
+
+
+def _scene_level(groups: list[tuple[dict, dict, dict]]) -> dict[str, Any]:
+    """``groups``: (geometry, review, figures) per group."""
+    facing = [m["facing_error_deg"] for geo, _, _ in groups for m in geo["members"].values()
+              if m.get("facing_error_deg") is not None]
+    spacing = [f["spacing_max_deviation_m"] for _, _, f in groups
+               if f["spacing_max_deviation_m"] is not None]
+    rings = [f["ring_gap_cv"] for _, _, f in groups if f["ring_gap_cv"] is not None]
+    passed = sum(r["summary"]["pass"] for _, r, _ in groups)
+    total = sum(r["summary"]["total"] for _, r, _ in groups)
+    return {
+        "facing_error_mean_deg": round(float(np.mean(facing)), 6) if facing else None,
+        "facing_error_max_deg": round(float(max(facing)), 6) if facing else None,
+        "clearance_violations": sum(f["clearance_violations"] or 0 for _, _, f in groups),
+        "penetration_pairs": sum(f["penetration_pairs"] or 0 for _, _, f in groups),
+        "spacing_max_deviation_m": max(spacing) if spacing else None,
+        "ring_gap_cv": max(rings) if rings else None,
+        "pass_rate": round(passed / total, 6) if total else 1.0,
+        "reviews": {"pass": passed, "total": total},
+        "violation_score": round(sum(f["violation_score"] for _, _, f in groups), 6),
+        "groups_all_pass": sum(1 for _, r, _ in groups if r["summary"]["all_pass"]),
+    }
+
+
+def build_metrics(graph: RelationGraph, paths: "ScenePaths", state: Mapping[str, Any]
+                  ) -> dict[str, Any]:
+    objects = _read(paths.scene_objects, "scene_objects.json")["objects"]
+    merged = _read(paths.merge_report, "merge_back.json")
+    validated = _read(paths.island_groups, "island_groups.json")["groups"]
+    meshes, _ = meshcache.load(paths.scene_meshes)
+    flagged = set(state["groups_needing_island"])
+    failed = {f["id"]: f["reason"] for f in state["islands_failed"]}
+    per_group: dict[str, Any] = {}
+    columns: dict[str, list] = {"before": [], "after": []}
+    for g in graph.groups:
+        gp = paths.group(g.id)
+        rebuilt = g.id in flagged and gp.metadata.is_file()
+        spec = (_read(gp.target_spec, "target_spec.json") if rebuilt
+                else validated[g.id]["target_spec"])
+        overrides = {n: objects[n]["props"]["forward_axis"] for n in g.objects
+                     if "forward_axis" in objects[n]["props"]}
+        overrides.update(g.forward_axis)
+        if rebuilt:
+            overrides.update(_read(gp.metadata, "metadata.json")
+                             .get("forward_axis_overrides", {}))
+        group_meshes = {n: meshes[n] for n in g.objects}
+        axes = forward_axes_document(group_meshes, g.anchor, overrides)
+        context = GeometryContext(group_meshes, g.anchor, axes)
+        gstate = state["groups"].get(g.id, {})
+        resolved = {u["id"]: u["resolution"] for u in gstate.get("unknowns", [])
+                    if u.get("status") == "resolved"}
+        world_before = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in g.objects}
+        m_inv = frames.rigid_inverse(world_before[g.anchor])
+        entry: dict[str, Any] = {
+            "needs_island": g.id in flagged,
+            "status": ("failed" if g.id in failed else
+                       "completed" if g.id in state["islands_completed"] else
+                       "not_flagged" if g.id not in flagged else "unfinished"),
+            "failure_reason": failed.get(g.id),
+            "rounds": len(gstate.get("rounds", [])),
+            "accepted_round": gstate.get("accepted_round"),
+            "target_spec": spec}
+        for column in ("before", "after"):
+            world = world_before if column == "before" else {
+                n: frames.as_matrix(merged["after_poses"][n]) for n in g.objects}
+            geometry = context.compute({n: m_inv @ world[n] for n in g.objects}, spec, 0)
+            review = review_group(g.id, geometry, spec, axes, g.members, resolved)
+            figures = _figures(geometry, review)
+            entry[column] = figures
+            columns[column].append((geometry, review, figures))
+        per_group[g.id] = entry
+    return {
+        "version": 1, "run_id": state.get("run_id"), "runs": list(state.get("runs", [])),
+        "scene": {"groups_total": len(graph.groups), "groups_flagged": len(flagged),
+                  "islands_completed": len(state["islands_completed"]),
+                  "islands_failed": len(state["islands_failed"]),
+                  "before": _scene_level(columns["before"]),
+                  "after": _scene_level(columns["after"])},
+        "groups": per_group,
+        "definitions": "docs/SCENE_PIPELINE.md, 'metrics.json'",
+    }

@@ -1,0 +1,264 @@
+"""``inputs/relation_graph.json``: which objects form which relation group.
+
+Schema (documented in ``docs/SCENE_PIPELINE.md``)::
+
+    {"version": 1,
+     "groups": [
+       {"id": "dining",                      # safe directory name, unique
+        "anchor": "dining_table",            # object name in the scene
+        "members": ["dining_chair_1", ...],  # >= 1 object names, anchor excluded
+        "relation": {"pattern": "2+2+1+1", "clearance_m": 0.1},   # optional hints
+        "target_spec": {...},                # optional, the contract's full target_spec
+        "forward_axis": {"dining_chair_1": "-Y"}}   # optional per-object overrides
+     ]}
+
+Every check that needs only the document runs in :func:`parse_relation_graph`; the ones that
+need the scene's object list (unknown names, non-mesh objects) in :meth:`RelationGraph.check_
+against_scene`. Each failure is one :class:`RelationGraphError` (exit 9) whose message names
+the file, the field and the group.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import TargetSpecError
+from ..jsonio import read_object
+from ..schemas import FACINGS, PATTERNS, SPACINGS, TargetSpec, parse_target_spec
+from .errors import RelationGraphError
+
+GRAPH_VERSION = 1
+MAX_ID_LEN = 64
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_TOP_KEYS = {"version", "groups", "description"}
+_GROUP_KEYS = {"id", "anchor", "members", "relation", "target_spec", "forward_axis"}
+HINT_KEYS = ("anchor_role", "pattern", "facing", "spacing", "clearance_m", "free_note")
+_AXIS_WORDS = {"+x", "-x", "+y", "-y", "symmetric", "none"}
+FIX = "edit inputs/relation_graph.json (schema: docs/SCENE_PIPELINE.md)"
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    id: str
+    anchor: str
+    members: tuple[str, ...]
+    relation: dict[str, Any] = field(default_factory=dict)
+    target_spec: TargetSpec | None = None
+    forward_axis: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+
+    @property
+    def objects(self) -> tuple[str, ...]:
+        """Anchor first, then the members in graph order."""
+        return (self.anchor, *self.members)
+
+
+@dataclass(frozen=True)
+class RelationGraph:
+    path: str
+    groups: tuple[GroupSpec, ...]
+    structure_sha256: str
+
+    def group(self, gid: str) -> GroupSpec:
+        for g in self.groups:
+            if g.id == gid:
+                return g
+        raise KeyError(gid)
+
+    @property
+    def object_names(self) -> list[str]:
+        return [name for g in self.groups for name in g.objects]
+
+    def check_against_scene(self, objects: Mapping[str, str]) -> None:
+        """``objects``: every object in the scene, name -> Blender type ("MESH", ...)."""
+        for g in self.groups:
+            for role, name in (("anchor", g.anchor), *(("members", m) for m in g.members)):
+                where = f"groups[{g.index}].{role}"
+                if name not in objects:
+                    raise _err(where, f"group '{g.id}': object '{name}' is not in the scene",
+                               self.path, "use an object name from the scene (exact spelling)")
+                if objects[name] != "MESH":
+                    raise _err(where, f"group '{g.id}': object '{name}' is a {objects[name]}, "
+                                      "not a mesh", self.path,
+                               "groups hold furniture meshes only")
+
+
+def _err(field_: str, message: str, file: str, fix: str = FIX) -> RelationGraphError:
+    return RelationGraphError(message, file=file, field=field_, fix=fix)
+
+
+def unsafe_id_reason(gid: Any) -> str | None:
+    """Why ``gid`` cannot be a directory name under relation_groups/, or None if it can."""
+    if not isinstance(gid, str):
+        return f"must be a string, got {type(gid).__name__}"
+    if not gid:
+        return "is empty"
+    if len(gid) > MAX_ID_LEN:
+        return f"is {len(gid)} characters long (at most {MAX_ID_LEN})"
+    if any(unicodedata.category(ch).startswith("C") for ch in gid):
+        return "contains a control character"
+    if "/" in gid or "\\" in gid:
+        return "contains a path separator"
+    if gid.startswith("."):
+        return "starts with '.' (hidden or relative path)"
+    if ".." in gid:
+        return "contains '..'"
+    if not _SAFE_ID.match(gid):
+        return "may contain only letters, digits, '_', '-' and '.'"
+    return None
+
+
+def _check_axis(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in _AXIS_WORDS
+    if (isinstance(value, (list, tuple)) and len(value) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        return all(math.isfinite(v) for v in value) and math.hypot(*value) > 1e-9
+    return False
+
+
+def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
+    if not isinstance(hints, dict):
+        raise _err(where, f"group '{gid}': must be an object of target_spec hints", file)
+    for key, value in hints.items():
+        f = f"{where}.{key}"
+        if key not in HINT_KEYS:
+            raise _err(f, f"group '{gid}': unknown hint (allowed: {', '.join(HINT_KEYS)})", file)
+        for name, allowed in (("pattern", PATTERNS), ("facing", FACINGS), ("spacing", SPACINGS)):
+            if key == name and value not in allowed:
+                raise _err(f, f"group '{gid}': {value!r} is not one of {', '.join(allowed)}",
+                           file)
+        if key == "clearance_m" and (not isinstance(value, (int, float))
+                                     or isinstance(value, bool) or not math.isfinite(value)
+                                     or value < 0):
+            raise _err(f, f"group '{gid}': must be a finite number >= 0, got {value!r}", file)
+        if key in ("anchor_role", "free_note") and (not isinstance(value, str)
+                                                    or not value.strip()):
+            raise _err(f, f"group '{gid}': must be a non-empty string", file)
+    return dict(hints)
+
+
+def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
+    where = f"groups[{i}]"
+    if not isinstance(doc, dict):
+        raise _err(where, "must be an object with id, anchor, members", file)
+    label = doc.get("id") if isinstance(doc.get("id"), str) else f"#{i}"
+    if "id" not in doc:
+        raise _err(f"{where}.id", f"group {label}: required field is missing", file)
+    reason = unsafe_id_reason(doc["id"])
+    if reason:
+        shown = doc["id"] if isinstance(doc["id"], str) else label
+        raise _err(f"{where}.id", f"group id {shown!r} is not a safe directory name: {reason}",
+                   file, "use letters, digits, '_', '-', '.' (no leading '.', no '..', "
+                         f"at most {MAX_ID_LEN} characters)")
+    gid = doc["id"]
+    extra = sorted(set(doc) - _GROUP_KEYS)
+    if extra:
+        raise _err(f"{where}.{extra[0]}", f"group '{gid}': unknown field (allowed: "
+                                          f"{', '.join(sorted(_GROUP_KEYS))})", file)
+    anchor = doc.get("anchor")
+    if not isinstance(anchor, str) or not anchor:
+        raise _err(f"{where}.anchor", f"group '{gid}': must be a non-empty object name", file)
+    members = doc.get("members")
+    if not isinstance(members, list):
+        raise _err(f"{where}.members", f"group '{gid}': must be a list of object names", file)
+    if not members:
+        raise _err(f"{where}.members", f"group '{gid}' is empty: it has no members besides "
+                                       f"the anchor '{anchor}'", file,
+                   "list at least one member, or remove the group")
+    seen: set[str] = set()
+    for j, m in enumerate(members):
+        if not isinstance(m, str) or not m:
+            raise _err(f"{where}.members[{j}]", f"group '{gid}': must be a non-empty object "
+                                                "name", file)
+        if m == anchor:
+            raise _err(f"{where}.members[{j}]", f"group '{gid}': the anchor '{anchor}' is "
+                                                "also listed as a member", file,
+                       "remove the anchor from members")
+        if m in seen:
+            raise _err(f"{where}.members[{j}]", f"group '{gid}': member '{m}' is listed "
+                                                "twice", file)
+        seen.add(m)
+    relation = _check_hints(doc.get("relation", {}), f"{where}.relation", gid, file)
+    spec = None
+    if "target_spec" in doc:
+        raw = doc["target_spec"]
+        if not isinstance(raw, dict):
+            raise _err(f"{where}.target_spec", f"group '{gid}': must be an object", file)
+        try:
+            spec = parse_target_spec(raw, file, len(members))
+        except TargetSpecError as exc:
+            raise _err(f"{where}.target_spec.{exc.field}",
+                       f"group '{gid}': {exc.reason}", file) from None
+    axes = doc.get("forward_axis", {})
+    if not isinstance(axes, dict):
+        raise _err(f"{where}.forward_axis", f"group '{gid}': must be an object name -> axis",
+                   file)
+    for name, value in axes.items():
+        if name not in seen and name != anchor:
+            raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': override for "
+                                                       f"'{name}', which is not in the group",
+                       file)
+        if not _check_axis(value):
+            raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': {value!r} is not an "
+                                                       "axis", file,
+                       "use +X, -X, +Y, -Y, [x, y] or 'symmetric'")
+    return GroupSpec(gid, anchor, tuple(members), relation, spec, dict(axes), i)
+
+
+def structure_hash(groups: tuple[GroupSpec, ...]) -> str:
+    """Hash of what decides the islands (ids, anchors, members): a resumed run must match it.
+
+    Hints, target specs and overrides are left out on purpose: a person answers a
+    verification unknown by adding an override, and the next run must pick it up.
+    """
+    doc = [[g.id, g.anchor, list(g.members)] for g in groups]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def parse_relation_graph(doc: Any, file: str) -> RelationGraph:
+    if not isinstance(doc, dict):
+        raise _err("$", "top level must be a JSON object with 'groups'", file)
+    extra = sorted(set(doc) - _TOP_KEYS)
+    if extra:
+        raise _err(extra[0], f"unknown top-level field (allowed: {', '.join(sorted(_TOP_KEYS))})",
+                   file)
+    version = doc.get("version", GRAPH_VERSION)
+    if version != GRAPH_VERSION:
+        raise _err("version", f"unsupported version {version!r} (this reads {GRAPH_VERSION})",
+                   file)
+    raw = doc.get("groups")
+    if not isinstance(raw, list) or not raw:
+        raise _err("groups", "must be a non-empty list of groups", file)
+    groups: list[GroupSpec] = []
+    ids: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    for i, gdoc in enumerate(raw):
+        g = _parse_group(gdoc, i, file)
+        folded = g.id.casefold()
+        if folded in ids:
+            raise _err(f"groups[{i}].id", f"group id '{g.id}' is used twice (also "
+                                          f"groups[{ids[folded]}]; ids are compared "
+                                          "case-insensitively)", file)
+        ids[folded] = i
+        for role, name in (("anchor", g.anchor), *(("members", m) for m in g.members)):
+            if name in owner:
+                raise _err(f"groups[{i}].{role}", f"object '{name}' is in two groups: "
+                                                  f"'{owner[name]}' and '{g.id}'", file,
+                           "an object belongs to at most one group")
+            owner[name] = g.id
+        groups.append(g)
+    gs = tuple(groups)
+    return RelationGraph(file, gs, structure_hash(gs))
+
+
+def load_relation_graph(path: Path) -> RelationGraph:
+    doc = read_object(path, RelationGraphError, "relation_graph.json",
+                      "write inputs/relation_graph.json (schema: docs/SCENE_PIPELINE.md)")
+    return parse_relation_graph(doc, str(path))

@@ -1,0 +1,118 @@
+"""``island-refine report DIR``: the ledger and metrics.json as plain-text tables (read only)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .ledger import open_readonly
+
+METRIC_ROWS = (
+    ("facing mean (deg)", "facing_error_mean_deg"),
+    ("facing max (deg)", "facing_error_max_deg"),
+    ("clearance violations", "clearance_violations"),
+    ("penetrating pairs", "penetration_pairs"),
+    ("spacing max dev (m)", "spacing_max_deviation_m"),
+    ("ring gap CV", "ring_gap_cv"),
+    ("pass rate", "pass_rate"),
+    ("violation score", "violation_score"),
+)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], max_width: int = 60) -> str:
+    cells = [[_cell(v)[:max_width] for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join(out)
+
+
+def _query(conn, sql: str) -> list[tuple]:
+    return conn.execute(sql).fetchall()
+
+
+def ledger_tables(ledger_path: Path) -> list[str]:
+    conn = open_readonly(ledger_path)
+    try:
+        runs = _query(conn, """
+            SELECT s.run_id, s.at_utc, s.pid,
+                   (SELECT event FROM runs x WHERE x.run_id = s.run_id ORDER BY seq DESC LIMIT 1),
+                   (SELECT exit_code FROM runs x WHERE x.run_id = s.run_id ORDER BY seq DESC
+                    LIMIT 1),
+                   (SELECT detail FROM runs x WHERE x.run_id = s.run_id ORDER BY seq DESC LIMIT 1)
+            FROM runs s WHERE s.event = 'started' ORDER BY s.seq""")
+        groups = _query(conn, """
+            SELECT run_id, group_id, event, status, detail FROM groups
+            WHERE event IN ('completed', 'failed', 'reset', 'skipped') ORDER BY seq""")
+        iters = _query(conn, """
+            SELECT run_id, group_id, round, COUNT(*) - 1, SUM(members_moved > 0),
+                   MAX(CASE WHEN final = 1 THEN facing_error_max_deg END)
+            FROM iterations GROUP BY run_id, group_id, round ORDER BY MIN(seq)""")
+        decisions = _query(conn, """
+            SELECT run_id, group_id, round, decision, score_before, score_after, delta, reason
+            FROM decisions ORDER BY seq""")
+        failures = _query(conn, """
+            SELECT run_id, group_id, stage, error_type, exit_code, message FROM failures
+            ORDER BY seq""")
+    finally:
+        conn.close()
+    out = ["RUNS", table(("run", "started", "pid", "status", "exit", "detail"), runs)]
+    out += ["", "GROUP OUTCOMES", table(("run", "group", "event", "status", "detail"), groups)]
+    out += ["", "ITERATIONS", table(("run", "group", "round", "iters", "non-empty",
+                                     "final facing max"), iters)]
+    out += ["", "DECISIONS", table(("run", "group", "round", "decision", "score before",
+                                    "score after", "delta", "reason"), decisions)]
+    out += ["", "FAILURES", table(("run", "group", "stage", "type", "exit", "message"),
+                                  failures) if failures else "(none)"]
+    return out
+
+
+def metrics_tables(metrics: dict[str, Any]) -> list[str]:
+    scene = metrics["scene"]
+    rows = [(label, scene["before"].get(key), scene["after"].get(key))
+            for label, key in METRIC_ROWS]
+    title = (f"SCENE ({scene['groups_total']} groups, {scene['groups_flagged']} flagged, "
+             f"{scene['islands_completed']} completed, {scene['islands_failed']} failed)")
+    out = [title, table(("metric", "before", "after"), rows)]
+    group_rows = []
+    for gid, g in metrics["groups"].items():
+        b, a = g["before"], g["after"]
+
+        def arrow(key: str, b=b, a=a) -> str:
+            return f"{_cell(b[key])} -> {_cell(a[key])}"
+
+        group_rows.append((gid, g["status"], g["accepted_round"],
+                           arrow("facing_error_max_deg"), arrow("clearance_violations"),
+                           arrow("penetration_pairs"), arrow("pass_rate"),
+                           arrow("violation_score")))
+    out += ["", "GROUPS (before -> after)",
+            table(("group", "status", "accepted", "facing max", "clear. viol.", "penetr.",
+                   "pass rate", "score"), group_rows)]
+    seconds = metrics.get("stage_seconds_total") or {}
+    if seconds:
+        out += ["", "WALL TIME PER STAGE (s, all runs)",
+                table(("stage", "seconds"), sorted(seconds.items()))]
+    return out
+
+
+def render_report(scene_dir: Path) -> str:
+    """Everything ``report`` prints; raises FileNotFoundError naming what is missing."""
+    ledger = scene_dir / "ledger.sqlite"
+    if not ledger.is_file():
+        raise FileNotFoundError(f"{ledger}: no ledger (has refine_scene run on this scene?)")
+    out = [f"island-refine report: {scene_dir}", ""] + ledger_tables(ledger)
+    metrics_path = scene_dir / "metrics.json"
+    if metrics_path.is_file():
+        out += [""] + metrics_tables(json.loads(metrics_path.read_text(encoding="utf-8")))
+    else:
+        out += ["", "(no metrics.json yet: the run has not reached eval)"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,352 @@
+"""Verify one island from its measured geometry: review items, new unknowns, violation score.
+
+Review items have seed 000's shape (``id``, ``verdict`` pass|fail|uncertain, ``reason``,
+``item_kind`` object|constraint, ``target_id``, ``owner_id``, ``failure_family``,
+``blocked_by``, ``confidence``, ``evidence``); ``evidence`` is an object of measured numbers.
+Two passes, objects first:
+
+* ``object_<member>``: present, forward axis known, not penetrating anything;
+* ``facing_<member>``, ``clearance_<member>``: blocked (uncertain, ``blocked_by`` =
+  ``object_<member>``) unless that object review passed;
+* ``pattern``, ``spacing``: group constraints, blocked by the object reviews of absent members
+  (they only need positions).
+
+Unknown first: a fact a check needs that is *missing* (a member whose front the mesh cannot
+tell and nobody declared, a pattern the geometry cannot check) gives an ``uncertain`` item
+plus an entry in ``new_unknowns`` instead of a fail. Thresholds and the violation score are
+the constants below (documented in docs/SCENE_PIPELINE.md).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..geometry import CLEARANCE_VIOLATION_TOL_M
+
+FACING_TOL_DEG = 10.0
+CLEARANCE_TOL_M = CLEARANCE_VIOLATION_TOL_M       # closer than target by more: fail
+TOO_FAR_TOL_M = {"tight": 0.05, "loose": None}    # further than target by more: fail
+TOO_FAR_DEFAULT_M = 0.25
+SPACING_TOL_M = 0.05                              # max slot deviation along an edge
+RING_GAP_CV_TOL = 0.05
+# Violation score weights (units per point): see violation_score().
+SCORE_FACING_DEG = 90.0
+SCORE_CLEARANCE_M = 0.10
+SCORE_SPACING_M = 0.10
+SCORE_RING_CV = 0.10
+SCORE_PENETRATION = 2.0
+SCORE_PATTERN = 1.0
+
+FAMILIES = {
+    "absent": "subject_repair",
+    "penetration": "layout_repair",
+    "facing": "relation_repair",
+    "clearance": "layout_repair",
+    "spacing": "layout_repair",
+    "pattern": "count_repair",
+}
+
+
+def _r(x: float | None, nd: int = 6) -> float | None:
+    return None if x is None else round(float(x), nd) + 0.0
+
+
+def margin_confidence(value: float, threshold: float) -> float:
+    """0.5 at the threshold, 1.0 once the value is a full threshold away from it."""
+    if threshold <= 0:
+        return 1.0
+    return round(min(1.0, 0.5 + abs(value - threshold) / (2.0 * threshold)), 3)
+
+
+def _item(id_: str, verdict: str, reason: str, kind: str, target: str, owner: str,
+          family: str = "", blocked_by: str = "", confidence: float = 1.0,
+          evidence: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {"id": id_, "verdict": verdict, "reason": reason, "item_kind": kind,
+            "target_id": target, "owner_id": owner,
+            "failure_family": family if verdict != "pass" else "",
+            "blocked_by": blocked_by, "confidence": confidence, "evidence": dict(evidence or {})}
+
+
+def unknown_id(kind: str, target: str) -> str:
+    return f"unknown_{kind}_{target}"
+
+
+def _axis_entry(forward_axes: Mapping[str, Any], name: str) -> dict[str, Any]:
+    entry = (forward_axes.get("members") or {}).get(name)
+    return entry if isinstance(entry, dict) else {}
+
+
+def too_far_tolerance(spacing: str) -> float | None:
+    return TOO_FAR_TOL_M.get(spacing, TOO_FAR_DEFAULT_M)
+
+
+def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str, Any],
+                 forward_axes: Mapping[str, Any], expected_members: Iterable[str],
+                 resolved: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """``verification.json`` body (without run bookkeeping) for one group.
+
+    ``resolved``: unknown id -> its recorded resolution; a resolved unknown turns the check
+    it blocked into "does not apply" instead of asking again.
+    """
+    resolved = dict(resolved or {})
+    measured = geometry.get("members", {})
+    facing_rule = str(target_spec.get("facing", ""))
+    spacing_rule = str(target_spec.get("spacing", ""))
+    target_clearance = float(target_spec.get("clearance_m", 0.0))
+    items: list[dict[str, Any]] = []
+    unknowns: list[dict[str, Any]] = []
+    object_verdict: dict[str, str] = {}
+    absent: list[str] = []
+
+    for name in expected_members:
+        m = measured.get(name)
+        oid = f"object_{name}"
+        if m is None:
+            absent.append(oid)
+            items.append(_item(oid, "fail", f"'{name}' is not in the island", "object", name,
+                               gid, FAMILIES["absent"], evidence={"present": False}))
+            object_verdict[name] = "fail"
+            continue
+        axis = _axis_entry(forward_axes, name)
+        evidence: dict[str, Any] = {
+            "present": True, "forward_axis_local": axis.get("axis_local"),
+            "forward_axis_method": axis.get("method"),
+            "forward_axis_confidence": axis.get("confidence"),
+            "penetrations_m": dict(m.get("penetrations") or {})}
+        if m.get("penetrations"):
+            worst = max(m["penetrations"].values())
+            others = ", ".join(sorted(m["penetrations"]))
+            items.append(_item(oid, "fail", f"'{name}' penetrates {others} by up to "
+                                            f"{worst:.3f} m", "object", name, gid,
+                               FAMILIES["penetration"], evidence=evidence))
+            object_verdict[name] = "fail"
+            continue
+        uid = unknown_id("forward_axis", name)
+        front_unknown = (axis.get("axis_local") is None and axis.get("method") != "override"
+                         and facing_rule != "mixed" and uid not in resolved)
+        if front_unknown:
+            items.append(_item(oid, "uncertain", f"the front of '{name}' cannot be told from "
+                                                 "its mesh and no override declares it",
+                               "object", name, gid, FAMILIES["facing"], confidence=0.5,
+                               evidence=evidence))
+            unknowns.append({
+                "id": uid, "kind": "forward_axis", "owner_id": gid, "owner_kind": "group",
+                "target_id": name, "review_id": oid, "status": "open",
+                "question": f"Which local axis is the front of '{name}' (group '{gid}')? "
+                            f"Mesh detection: {axis.get('method')} "
+                            f"(confidence {axis.get('confidence')}). Answer with "
+                            f"relation_graph.json groups[].forward_axis.{name} "
+                            "(+X, -X, +Y, -Y, [x, y] or \"symmetric\")."})
+            object_verdict[name] = "uncertain"
+            continue
+        if uid in resolved:
+            evidence["forward_axis_resolution"] = resolved[uid]
+        items.append(_item(oid, "pass", f"'{name}' is present, its front is "
+                                        f"{'known' if axis.get('axis_local') else 'declared n/a'}"
+                                        ", it penetrates nothing", "object", name, gid,
+                           evidence=evidence))
+        object_verdict[name] = "pass"
+
+    for name in expected_members:
+        m = measured.get(name)
+        oid = f"object_{name}"
+        for check in ("facing", "clearance"):
+            cid = f"{check}_{name}"
+            if object_verdict.get(name) != "pass" or m is None:
+                items.append(_item(cid, "uncertain", f"blocked: the object review of '{name}' "
+                                                     f"did not pass ({object_verdict[name]})",
+                                   "constraint", name, gid, FAMILIES[check], oid, 0.5))
+                continue
+            if check == "facing":
+                items.append(_facing_item(cid, name, gid, m, facing_rule))
+            else:
+                items.append(_clearance_item(cid, name, gid, m, target_clearance, spacing_rule))
+
+    group = geometry.get("group", {})
+    blocked = ",".join(absent)
+    pattern_uid = unknown_id("pattern", gid)
+    if blocked:
+        items.append(_item("pattern", "uncertain", "blocked: members are absent", "constraint",
+                           gid, gid, FAMILIES["pattern"], blocked, 0.5))
+        items.append(_item("spacing", "uncertain", "blocked: members are absent", "constraint",
+                           gid, gid, FAMILIES["spacing"], blocked, 0.5))
+    else:
+        pattern_item = _pattern_item(gid, group, target_spec, resolved.get(pattern_uid))
+        items.append(pattern_item)
+        if pattern_item["verdict"] == "uncertain":
+            unknowns.append({
+                "id": pattern_uid, "kind": "pattern", "owner_id": gid, "owner_kind": "group",
+                "target_id": gid, "review_id": "pattern", "status": "open",
+                "question": f"Pattern '{target_spec.get('pattern')}' of group '{gid}' cannot "
+                            f"be checked ({group.get('pattern', {}).get('note')}). Which "
+                            "checkable pattern should it be? Answer with relation_graph.json "
+                            "groups[].relation.pattern."})
+        items.append(_spacing_item(gid, group, measured, spacing_rule))
+
+    counts = {v: sum(1 for i in items if i["verdict"] == v) for v in ("pass", "fail", "uncertain")}
+    return {"group_id": gid, "review_results": items, "new_unknowns": unknowns,
+            "summary": {**counts, "total": len(items),
+                        "pass_rate": round(counts["pass"] / len(items), 6) if items else 1.0,
+                        "all_pass": counts["pass"] == len(items)},
+            "violation_score": violation_score(geometry, target_spec)}
+
+
+def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str
+                 ) -> dict[str, Any]:
+    err = m.get("facing_error_deg")
+    ev = {"facing_error_deg": err, "forward_canonical": m.get("forward_canonical"),
+          "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG}
+    if err is None:
+        note = m.get("facing_note") or "facing does not apply"
+        return _item(cid, "pass", f"not applicable: {note}", "constraint", name, gid,
+                     evidence={**ev, "applicable": False, "note": note})
+    if err <= FACING_TOL_DEG:
+        return _item(cid, "pass", f"'{name}' faces its target within {err:.2f} deg",
+                     "constraint", name, gid, confidence=margin_confidence(err, FACING_TOL_DEG),
+                     evidence=ev)
+    return _item(cid, "fail", f"'{name}' is {err:.1f} deg off its {rule} target", "constraint",
+                 name, gid, FAMILIES["facing"],
+                 confidence=margin_confidence(err, FACING_TOL_DEG), evidence=ev)
+
+
+def _clearance_item(cid: str, name: str, gid: str, m: Mapping[str, Any], target: float,
+                    spacing_rule: str) -> dict[str, Any]:
+    c = float(m["clearance_m"])
+    err = float(m["clearance_error_m"])
+    far = too_far_tolerance(spacing_rule)
+    ev = {"clearance_m": _r(c), "target_m": target, "clearance_error_m": _r(err),
+          "too_close_tol_m": CLEARANCE_TOL_M, "too_far_tol_m": far}
+    if err < -CLEARANCE_TOL_M:
+        return _item(cid, "fail", f"'{name}' is {-err:.3f} m closer to the anchor than the "
+                                  f"{target:.2f} m clearance", "constraint", name, gid,
+                     FAMILIES["clearance"], confidence=margin_confidence(-err, CLEARANCE_TOL_M),
+                     evidence=ev)
+    if far is not None and err > far:
+        return _item(cid, "fail", f"'{name}' is {err:.3f} m further from the anchor than the "
+                                  f"{target:.2f} m clearance", "constraint", name, gid,
+                     FAMILIES["clearance"], confidence=margin_confidence(err, far), evidence=ev)
+    limit = far if far is not None and err > 0 else CLEARANCE_TOL_M
+    return _item(cid, "pass", f"clearance {c:.3f} m against a {target:.2f} m target",
+                 "constraint", name, gid, confidence=margin_confidence(abs(err), limit),
+                 evidence=ev)
+
+
+def _pattern_item(gid: str, group: Mapping[str, Any], spec: Mapping[str, Any],
+                  resolution: Mapping[str, Any] | None) -> dict[str, Any]:
+    pattern = group.get("pattern", {})
+    count = group.get("member_count", {})
+    ev = {"pattern": spec.get("pattern"), "expected": pattern.get("expected"),
+          "observed": pattern.get("observed"), "match": pattern.get("match"),
+          "note": pattern.get("note"), "edge_counts": group.get("edge_counts"),
+          "member_count": count}
+    if count and count.get("match") is False:
+        return _item("pattern", "fail", f"{count.get('observed')} members, the spec expects "
+                                        f"{count.get('target')}", "constraint", gid, gid,
+                     FAMILIES["pattern"], evidence=ev)
+    match = pattern.get("match")
+    if match is True:
+        return _item("pattern", "pass", f"pattern '{spec.get('pattern')}' matches",
+                     "constraint", gid, gid, evidence=ev)
+    if match is False:
+        return _item("pattern", "fail", f"pattern '{spec.get('pattern')}' expected "
+                                        f"{pattern.get('expected')}, observed "
+                                        f"{pattern.get('observed')}", "constraint", gid, gid,
+                     FAMILIES["pattern"], evidence=ev)
+    if resolution is not None:
+        return _item("pattern", "pass", f"not applicable: {resolution.get('note')}",
+                     "constraint", gid, gid, evidence={**ev, "applicable": False,
+                                                       "resolution": dict(resolution)})
+    return _item("pattern", "uncertain", f"pattern '{spec.get('pattern')}' cannot be checked: "
+                                         f"{pattern.get('note')}", "constraint", gid, gid,
+                 FAMILIES["pattern"], confidence=0.5, evidence=ev)
+
+
+def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any], rule: str
+                  ) -> dict[str, Any]:
+    spacing = group.get("spacing", {})
+    ev: dict[str, Any] = {"rule": rule, "mode": spacing.get("mode"),
+                          "max_deviation_m": spacing.get("max_deviation_m"),
+                          "per_edge_max_deviation_m": spacing.get("per_edge_max_deviation_m"),
+                          "ring_gap_cv": spacing.get("ring_gap_cv")}
+    if rule == "loose":
+        return _item("spacing", "pass", "not applicable: 'loose' sets no evenness or distance "
+                                        "beyond the clearance", "constraint", gid, gid,
+                     evidence={**ev, "applicable": False})
+    if rule == "tight":
+        worst = max((float(m["clearance_error_m"]) for m in measured.values()), default=0.0)
+        tol = TOO_FAR_TOL_M["tight"] or 0.0
+        ev.update(max_clearance_error_m=_r(worst), tolerance_m=tol)
+        verdict = "pass" if worst <= tol else "fail"
+        return _item("spacing", verdict, f"members sit at most {worst:.3f} m beyond the "
+                                         "clearance ('tight')", "constraint", gid, gid,
+                     FAMILIES["spacing"], confidence=margin_confidence(worst, tol), evidence=ev)
+    if spacing.get("mode") == "ring":
+        cv = spacing.get("ring_gap_cv")
+        value = float(cv or 0.0)
+        ev["tolerance"] = RING_GAP_CV_TOL
+        verdict = "pass" if value <= RING_GAP_CV_TOL else "fail"
+        return _item("spacing", verdict, f"ring gap CV {value:.3f} (tolerance "
+                                         f"{RING_GAP_CV_TOL})", "constraint", gid, gid,
+                     FAMILIES["spacing"], confidence=margin_confidence(value, RING_GAP_CV_TOL),
+                     evidence=ev)
+    value = float(spacing.get("max_deviation_m") or 0.0)
+    ev["tolerance_m"] = SPACING_TOL_M
+    verdict = "pass" if value <= SPACING_TOL_M else "fail"
+    return _item("spacing", verdict, f"max slot deviation {value:.3f} m (tolerance "
+                                     f"{SPACING_TOL_M} m)", "constraint", gid, gid,
+                 FAMILIES["spacing"], confidence=margin_confidence(value, SPACING_TOL_M),
+                 evidence=ev)
+
+
+def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any]) -> float:
+    """One number per group, 0 = every measured constraint met; lower is better.
+
+    score = sum over members of facing_error_deg / 90 (where facing applies)
+          + sum over members of |clearance_error_m| / 0.10 (for 'loose' only the part
+            closer than the target counts)
+          + spacing: sum over edges of the max slot deviation / 0.10, or ring_gap_cv / 0.10
+            (only for the even_* spacings)
+          + 2 per penetrating pair + 1 for a pattern mismatch + 1 for a member-count mismatch.
+    """
+    spacing_rule = str(target_spec.get("spacing", ""))
+    score = 0.0
+    for m in geometry.get("members", {}).values():
+        if m.get("facing_error_deg") is not None:
+            score += float(m["facing_error_deg"]) / SCORE_FACING_DEG
+        err = float(m.get("clearance_error_m") or 0.0)
+        if spacing_rule == "loose":
+            err = min(err, 0.0)
+        score += abs(err) / SCORE_CLEARANCE_M
+    group = geometry.get("group", {})
+    spacing = group.get("spacing", {})
+    if spacing_rule.startswith("even_"):
+        if spacing.get("mode") == "ring":
+            score += float(spacing.get("ring_gap_cv") or 0.0) / SCORE_RING_CV
+        else:
+            score += sum(float(v) for v in (spacing.get("per_edge_max_deviation_m") or {})
+                         .values()) / SCORE_SPACING_M
+    score += SCORE_PENETRATION * int(group.get("penetration_pairs") or 0)
+    if (group.get("pattern") or {}).get("match") is False:
+        score += SCORE_PATTERN
+    if (group.get("member_count") or {}).get("match") is False:
+        score += SCORE_PATTERN
+    return round(score, 6) + 0.0
+
+
+def geometry_summary(geometry: Mapping[str, Any]) -> dict[str, Any]:
+    """The before/after figures metrics.json reports for one group."""
+    group = geometry.get("group", {})
+    spacing = group.get("spacing", {})
+    return {"facing_error_mean_deg": group.get("facing_error_mean_deg"),
+            "facing_error_max_deg": group.get("facing_error_max_deg"),
+            "clearance_violations": group.get("clearance_violations"),
+            "penetration_pairs": group.get("penetration_pairs"),
+            "spacing_max_deviation_m": spacing.get("max_deviation_m"),
+            "ring_gap_cv": spacing.get("ring_gap_cv"),
+            "pattern_match": (group.get("pattern") or {}).get("match")}
+
+
+def findings(review: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The failed checks of a review, with their numbers (json/island_groups.json)."""
+    return [{"check": i["id"], "reason": i["reason"], "failure_family": i["failure_family"],
+             "evidence": i["evidence"]}
+            for i in review["review_results"] if i["verdict"] == "fail"]

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Refine every relation group of a scene (contract: stage3-scene-refinement).
+
+    island-refine [run] --scene-dir DIR [--policy solver|command:<cmd>] [--max-iter 20]
+                  [--max-rounds 3] [--min-delta 0.01] [--timeout-s 120] [--restart]
+                  [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
+                  [--config YAML] [--quiet]
+    island-refine report DIR
+
+Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds, score gate)
+-> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
+command after a crash; completed groups are skipped, unfinished ones redone.
+
+Exit codes: 0 every flagged group completed; 2 usage (bad flag, another run active, inputs
+changed since the last run without --restart); 6 geometry; 7 Blender/worker; 8 the input
+scene is missing or unreadable; 20 relation_graph.json invalid (unknown object, object in
+two groups, anchor as member, empty group, unsafe group id, bad target_spec; nothing is
+written); 21 finished but some groups failed; 22 integrity (input scene changed, merged
+scene read back wrong); 1 internal; 130/143 interrupted/terminated (the run is marked
+failed in the ledger). Details: docs/SCENE_PIPELINE.md.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts._cli import job_runner, run_main, settings_from  # noqa: E402
+
+PROG = "refine_scene"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="island-refine", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run (or resume) the pipeline on a scene directory")
+    run.add_argument("--scene-dir", required=True, help="holds inputs/ and blend/")
+    run.add_argument("--policy", default="solver",
+                     help="'solver' (default) or 'command:<shell command>' (external agent)")
+    run.add_argument("--max-iter", type=int, default=20, help="iterations per round (20)")
+    run.add_argument("--max-rounds", type=int, default=3,
+                     help="refine + repair/unknown rounds per group (3)")
+    run.add_argument("--min-delta", type=float, default=0.01,
+                     help="a round replaces the previous one only if the violation score "
+                          "drops by at least this much (0.01)")
+    run.add_argument("--timeout-s", type=float, default=120.0,
+                     help="per agent-command call (policy command:...) (120)")
+    run.add_argument("--restart", action="store_true",
+                     help="start over: move earlier outputs to previous/<UTC>/")
+    run.add_argument("--blender-bin", default=None,
+                     help="Blender binary ('bpy' = embedded); default: DIRECTORYS.yaml, "
+                          "$BLENDER, embedded bpy, blender on PATH")
+    run.add_argument("--engine", choices=("workbench", "cycles"), default=None)
+    run.add_argument("--resolution", type=int, default=None, help="render size in px")
+    run.add_argument("--samples", type=int, default=None)
+    run.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
+    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    rep = sub.add_parser("report", help="print the ledger and metrics as tables")
+    rep.add_argument("scene_dir")
+    for s in (run, rep):
+        s.error = p.error  # type: ignore[method-assign]
+    return p
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("run", "report", "-h", "--help"):
+        argv = ["run", *argv]
+    args = _parser().parse_args(argv)
+    if args.command == "report":
+        return _report(args.scene_dir)
+    # A scheduler's SIGTERM unwinds like an exception, so the run is marked failed.
+    previous = signal.signal(signal.SIGTERM, _terminate)
+
+    def body() -> int:
+        from island_tools.scene.pipeline import RunOptions, ScenePipeline
+
+        settings = settings_from(args)
+        options = RunOptions(policy=args.policy, max_iter=args.max_iter,
+                             max_rounds=args.max_rounds, min_delta=args.min_delta,
+                             timeout_s=args.timeout_s, restart=args.restart, settings=settings)
+        options.check()
+        _, run_job = job_runner(settings)
+        progress = None if args.quiet else (
+            lambda msg: print(msg, file=sys.stderr, flush=True))
+        pipeline = ScenePipeline(args.scene_dir, options, run_job, progress=progress)
+        code = pipeline.run(argv)
+        state = pipeline.state.doc if pipeline.state else {}
+        print(f"[{PROG}] done: {len(state.get('islands_completed', []))} completed, "
+              f"{len(state.get('islands_failed', []))} failed; "
+              f"{pipeline.paths.output_blend}; {pipeline.paths.metrics}")
+        return code
+
+    try:
+        return run_main(PROG, body)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(scene_dir: str) -> int:
+    from island_tools.scene.report import render_report
+
+    try:
+        sys.stdout.write(render_report(Path(scene_dir).expanduser().resolve()))
+    except FileNotFoundError as exc:
+        print(f"[{PROG}] error (exit 2): {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
