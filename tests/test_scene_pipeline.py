@@ -2,9 +2,9 @@
 assets (5 groups with different anchors and non-zero anchor yaws, unrelated objects, a
 member parented to its anchor, shared meshes).
 
-Renders are 64 px, loops 6 iterations. The island loop is the real adapter; the policy is
-an external agent command (tests/scene_greedy_agent.py) so the tests exercise the command
-path and stay independent of the built-in solver's tuning.
+Renders are 64 px, loops 6 iterations. The island loop is the real adapter with its default
+policy, the built-in solver; a few tests drive it through an external agent command instead
+(tests/scene_greedy_agent.py: the command path, a no-op refiner, an answer between rounds).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
 AGENT = f"command:{sys.executable} {REPO / 'tests' / 'scene_greedy_agent.py'}"
 FLAGS = ["--blender-bin", "bpy", "--resolution", "64", "--samples", "1", "--max-iter", "6",
-         "--policy", AGENT, "--quiet"]
+         "--quiet"]
 SETTINGS = Settings(blender_bin="bpy", resolution=64, samples=1)
 ITEM_KEYS = {"id", "verdict", "reason", "item_kind", "target_id", "owner_id", "failure_family",
              "blocked_by", "confidence", "evidence"}
@@ -319,8 +319,7 @@ def test_rerun_skips_complete_work(full_run: dict, tmp_path: Path) -> None:
 def test_score_gate_rolls_back_and_keeps_the_previous_island(tv_template: Path,
                                                              tmp_path: Path) -> None:
     scene = fresh(tv_template, tmp_path / "scene")
-    flags = [f for f in FLAGS]
-    assert cli("--scene-dir", str(scene), *flags, "--min-delta", "1000",
+    assert cli("--scene-dir", str(scene), *FLAGS, "--min-delta", "1000",
                "--max-rounds", "2") == 0
     state = load(scene / "state.json")
     tv = state["groups"]["tv"]
@@ -343,8 +342,7 @@ def test_score_gate_rolls_back_and_keeps_the_previous_island(tv_template: Path,
 def test_contract_breaking_run_goes_to_islands_failed(tv_template: Path, tmp_path: Path) -> None:
     scene = fresh(tv_template, tmp_path / "scene")
     noop = f"command:{sys.executable} {REPO / 'tests' / 'scene_greedy_agent.py'} --noop"
-    flags = [noop if f == AGENT else f for f in FLAGS]
-    assert cli("--scene-dir", str(scene), *flags) == EXIT_GROUPS_FAILED
+    assert cli("--scene-dir", str(scene), *FLAGS, "--policy", noop) == EXIT_GROUPS_FAILED
     state = load(scene / "state.json")
     assert state["islands_completed"] == []
     [failed] = state["islands_failed"]
@@ -446,3 +444,58 @@ def test_kill9_mid_run_then_resume(scene_template: Path, tmp_path: Path) -> None
     assert f"run:{second}:resumed" in state["stage_trace"]
     for g in interrupted:
         assert list((scene / "relation_groups" / g).glob("simple_refiner.bak.*"))
+
+
+# ----------------------------------------------------------------------------- operations
+def test_second_run_on_a_locked_scene_is_refused(tv_template: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    import fcntl
+
+    scene = fresh(tv_template, tmp_path / "scene")
+    fd = os.open(scene / ".refine_scene.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        capsys.readouterr()
+        assert cli("--scene-dir", str(scene), *FLAGS) == 2
+        assert "another refine_scene run is active" in capsys.readouterr().err
+    finally:
+        os.close(fd)
+    assert not (scene / "state.json").exists() and not (scene / "ledger.sqlite").exists()
+
+
+def test_changed_inputs_need_restart_and_restart_keeps_the_old_outputs(
+        tv_template: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    scene = fresh(tv_template, tmp_path / "scene")
+    assert cli("--scene-dir", str(scene), *FLAGS) == 0
+    graph = load(scene / "inputs/relation_graph.json")
+    graph["groups"][0]["members"].pop()
+    (scene / "inputs/relation_graph.json").write_text(json.dumps(graph))
+    before = snapshot(scene)
+    capsys.readouterr()
+    assert cli("--scene-dir", str(scene), *FLAGS) == 2
+    assert "changed since run" in capsys.readouterr().err
+    assert snapshot(scene) == before
+    assert cli("--scene-dir", str(scene), *FLAGS, "--restart") == 0
+    [previous] = list((scene / "previous").iterdir())
+    assert (previous / "state.json").is_file() and (previous / "relation_groups/tv").is_dir()
+    state = load(scene / "state.json")
+    assert len(state["runs"]) == 1 and state["islands_completed"] == ["tv"]
+    assert len([r for r in ledger_rows(scene, "runs") if r["event"] == "finished"]) == 2
+
+
+def test_sigterm_marks_the_run_failed(scene_template: Path, tmp_path: Path) -> None:
+    scene = fresh(scene_template, tmp_path / "scene")
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts/refine_scene.py"),
+                             "--scene-dir", str(scene), *FLAGS], cwd=REPO,
+                            env={**os.environ, "ISLAND_REFINER_DAEMON": "0"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (scene / "relation_groups/dining/simple_refiner/iter_1/current_state.json").is_file():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    run = ledger_rows(scene, "runs")[-1]
+    assert run["event"] == "failed" and run["exit_code"] == 143
+    assert load(scene / "state.json")["status"] == "failed"

@@ -32,6 +32,7 @@ import numpy as np
 from .. import atomic, frames, meshcache
 from ..config import Settings
 from ..errors import EXIT_INTERNAL, IslandError, UsageError
+from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
 from ..iteration import REFINER_DIR, RunJob, sha256_file
 from ..jsonio import read_object
@@ -131,7 +132,8 @@ class GroupPaths:
 
     def rebuilt(self) -> bool:
         return all(p.is_file() for p in (self.island, self.metadata, self.target_spec,
-                                         self.masked, self.meshes)) and self.round_done(0)
+                                         self.masked, self.meshes, self.forward_axes)
+                   ) and self.round_done(0)
 
 
 @dataclass
@@ -166,6 +168,19 @@ def _poses_doc(poses: Mapping[str, np.ndarray]) -> dict[str, Any]:
 def _load_poses(path: Path) -> dict[str, np.ndarray]:
     doc = read_object(path, IntegrityError, path.name, "rerun the group")
     return {n: frames.as_matrix(m) for n, m in doc["poses"].items()}
+
+
+def write_forward_axes(gp: GroupPaths) -> dict[str, Any]:
+    """``forward_axes.json`` exactly as init_iter0 computes it (mesh-cache properties, then
+    metadata overrides), so the group is complete for any policy before its loop starts."""
+    meshes, props = meshcache.load(gp.meshes)
+    metadata = load_metadata(gp.metadata)
+    overrides = {n: p["forward_axis"] for n, p in props.items() if "forward_axis" in p}
+    overrides.update(metadata.forward_axis_overrides)
+    doc = forward_axes_document({n: meshes[n] for n in metadata.members}, metadata.anchor_id,
+                                overrides)
+    atomic.write_json(gp.forward_axes, doc)
+    return doc
 
 
 def _max_abs(a: Any, b: Any) -> float:
@@ -514,6 +529,7 @@ class ScenePipeline:
         for name in ("island.blend", "metadata.json", "masked.png", "meshes.npz"):
             os.replace(stage / name, gp.root / name)
         shutil.rmtree(stage, ignore_errors=True)
+        write_forward_axes(gp)
         atomic.write_json(round0 / "result.json", {
             "round": 0, "kind": "rebuild", "decision": "baseline",
             "island_sha256": sha256_file(round0 / "island.blend"), "at_utc": utc_now(),
@@ -555,8 +571,7 @@ class ScenePipeline:
         atomic.copy_file(round0 / "island.blend", gp.island)
         atomic.copy_file(round0 / "metadata.json", gp.metadata)
         atomic.copy_file(round0 / "target_spec.json", gp.target_spec)
-        if gp.forward_axes.exists():
-            gp.forward_axes.unlink()
+        write_forward_axes(gp)
         self._state.forget_terminal(gid)
         where = f"; earlier rounds moved to {backup.name}/" if backup else ""
         self._ledger.group_event(self.run_id, gid, "reset", GROUP_PENDING,
@@ -826,8 +841,7 @@ class ScenePipeline:
         meta = read_object(gp.metadata, IntegrityError, "metadata.json", "rebuild the island")
         meta.setdefault("forward_axis_overrides", {})[name] = value
         atomic.write_json(gp.metadata, meta)
-        if gp.forward_axes.exists():  # init_iter0 recomputes it with the new override
-            gp.forward_axes.unlink()
+        write_forward_axes(gp)  # the loop reads the cached file: refresh it with the answer
         return {"source": source, "value": value, "note": note, "at_utc": utc_now()}
 
     def _resolve_pattern(self, gp: GroupPaths, fresh: GroupSpec) -> dict[str, Any]:
