@@ -326,12 +326,14 @@ class ScenePipeline:
         try:
             with self._scene_lock():
                 self.ledger = Ledger(self.paths.ledger)
+                self.run_id = ""
                 try:
-                    self._start_run(prep, argv)
                     try:
+                        self._start_run(prep, argv)
                         yield self
                     except BaseException as exc:
-                        self._fail_run(exc)
+                        if self.run_id:
+                            self._fail_run(exc)
                         raise
                     if self.ledger.run_status(self.run_id) == "started":
                         self._finish_run()
@@ -424,8 +426,13 @@ class ScenePipeline:
     def validate(self, prep: Prepared) -> list[str]:
         state = self._state
         if prep.measured is None:
+            # The artifact, not state.json, says which groups are flagged (state may be lost).
+            flagged = list(self.island_groups()["groups_needing_island"])
+            state.doc["groups_needing_island"] = flagged
+            for gid in flagged:
+                state.group(gid)
             state.trace("validate:skipped:complete")
-            return list(state.doc["groups_needing_island"])
+            return flagged
         t0 = time.perf_counter()
         p = self.paths
         p.json_dir.mkdir(exist_ok=True)
@@ -591,7 +598,7 @@ class ScenePipeline:
                 c.name != "round_0" for c in gp.rounds.iterdir()):
             self._reset_group(gid)
         g.update(status=GROUP_RUNNING, rounds=[], unknowns=[], accepted_round=0,
-                 verification=None)
+                 verification=None, current_round=0)
         g.pop("failure_reason", None)
         state.save()
         self._ledger.group_event(self.run_id, gid, "started", GROUP_RUNNING,
