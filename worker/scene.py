@@ -138,6 +138,7 @@ def _mask_scene(resolution: int):
     scene = bpy.data.scenes.new(_TMP)
     _render._configure_output(scene, resolution)
     _render._configure_engine(scene, "workbench", 8, None)
+    scene.display.shading.show_shadows = False  # top-down: shadows read as extra furniture
     world = _render._new_world(_TMP, _render.BACKGROUND_COLOR, _render.CYCLES_AMBIENT)
     scene.world = world
     cam_data = bpy.data.cameras.new(_TMP + "_cam")
