@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import atomic, frames, meshcache
+from .annotate import annotate_bev
 from .config import Settings
 from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
 from .jsonio import read_object
@@ -40,8 +41,8 @@ FORWARD_AXES = "forward_axes.json"
 # Blender stores matrix_world in float32: a read-back pose matches what was applied to ~1e-6 m.
 READBACK_TOL_M = 1e-4
 UNCHANGED_TOL = 1e-7
-ITER_OUTPUTS = ("island.blend", "render_persp.png", "render_bev.png", "info.json",
-                "geometry.json")
+ITER_OUTPUTS = ("island.blend", "render_persp.png", "render_bev.png",
+                "render_bev_annotated.png", "info.json", "geometry.json")
 
 
 @dataclass
@@ -305,6 +306,8 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         poses = _poses_from_job(result, group.metadata.members)
         _log(progress, "[init_iter0] geometry")
         geometry = _geometry(group, meshes, axes, poses, 0)
+        annotate_bev(iter_stage / "render_bev.png", iter_stage / "render_bev_annotated.png",
+                     geometry, result.get("render") or {})
         masked = group.root / "masked.png"
         image = masked if masked.is_file() else iter_stage / "render_bev.png"
         atomic.write_json(iter_stage / "transforms.json", empty_transforms(0, sha256_file(image)))
@@ -422,6 +425,8 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")
             geometry = _geometry(group, meshes, axes, read_back, n)
+            annotate_bev(stage / "render_bev.png", stage / "render_bev_annotated.png",
+                         geometry, result.get("render") or {})
             trivial = transforms.trivial
             info = _info(n, result, trivial=trivial,
                          sanity="skipped (trivial transforms)" if trivial else "ok",

@@ -1,0 +1,170 @@
+"""``render_bev_annotated.png``: the top-down render with what a vision agent cannot see in it.
+
+A plain top view shows chairs as coloured squares; nothing says which way they face. This
+draws over ``render_bev.png`` (pillow only, no bpy):
+
+* the anchor outline from geometry.json (rect: centre +- half extents, with the edge names
+  ``+x -x +y -y`` that delta_xyz and geometry.json use; round: a circle of ``radius_m``);
+* per member: a black arrow from its footprint centre along ``forward_canonical``, a green
+  tick toward its ``facing_target``, and a label with its name and facing error (red
+  background when geometry.json lists a penetration);
+* a legend and a 1 m scale bar.
+
+Pixel mapping (the worker's BEV camera, ``worker/render.py``): orthographic, centred on
+``bev_center_xy``, ``bev_metres_per_pixel`` per pixel, canonical +X right and +Y up, so a
+canonical point (x, y) lies at continuous image coordinates
+``u = res/2 + (x - cx)/mpp``, ``v = res/2 - (y - cy)/mpp`` (pixel i covers [i, i+1)).
+Renders smaller than ``MIN_SIZE_PX`` are upscaled by an integer factor first so labels stay
+legible; the mapping is then multiplied by that factor (``bev_to_pixel``).
+"""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from . import atomic
+from .errors import WorkerError
+
+if TYPE_CHECKING:
+    from PIL import ImageDraw, ImageFont
+
+MIN_SIZE_PX = 512
+ARROW_LEN_M = 0.45
+TICK_LEN_M = 0.30
+HEAD_LEN_M = 0.12
+HEAD_HALF_WIDTH_M = 0.07
+LABEL_BEHIND_M = 0.45     # past the back of a dining chair (~0.5 m deep)
+ARROW_COLOR = (0, 0, 0)
+TICK_COLOR = (0, 150, 0)
+ANCHOR_COLOR = (30, 60, 200)
+LABEL_BG = (255, 255, 255)
+LABEL_BG_PENETRATING = (255, 170, 170)
+RENDER_KEYS = ("resolution", "bev_metres_per_pixel", "bev_center_xy")
+
+
+def upscale_factor(resolution: int) -> int:
+    return max(1, math.ceil(MIN_SIZE_PX / resolution))
+
+
+def bev_to_pixel(x: float, y: float, render: Mapping[str, Any]) -> tuple[float, float]:
+    """Continuous pixel coordinates of canonical (x, y) in the *annotated* image."""
+    res = int(render["resolution"])
+    mpp = float(render["bev_metres_per_pixel"])
+    cx, cy = (float(v) for v in render["bev_center_xy"])
+    f = upscale_factor(res)
+    return (res / 2.0 + (x - cx) / mpp) * f, (res / 2.0 - (y - cy) / mpp) * f
+
+
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # pillow built without FreeType: the fixed bitmap font
+        return ImageFont.load_default()
+
+
+def annotate_bev(bev_png: Path, out_png: Path, geometry: Mapping[str, Any],
+                 render: Mapping[str, Any]) -> None:
+    """Write ``out_png`` (atomically): ``bev_png`` annotated from ``geometry`` (module doc)."""
+    # pillow is imported here, not at module level: iteration.py imports this module and
+    # must stay importable where only numpy is (e.g. a Blender's own Python).
+    from PIL import Image, ImageDraw
+
+    missing = [k for k in RENDER_KEYS if k not in render]
+    if missing:
+        raise WorkerError(f"render info lacks '{missing[0]}', so the BEV cannot be annotated",
+                          file=str(bev_png), fix="use a worker that reports the BEV camera")
+    with Image.open(bev_png) as raw:
+        img = raw.convert("RGB")
+    f = upscale_factor(int(render["resolution"]))
+    if f > 1:
+        img = img.resize((img.width * f, img.height * f), Image.Resampling.BICUBIC)
+    draw = ImageDraw.Draw(img)
+    px_per_m = f / float(render["bev_metres_per_pixel"])
+    font = _font(max(11, img.width // 40))
+    line = max(2, img.width // 256)
+
+    def at(x: float, y: float) -> tuple[int, int]:
+        # PIL draws pixel i at integer coordinate i and truncates floats: pass the index of
+        # the pixel that contains the point.
+        u, v = bev_to_pixel(x, y, render)
+        return math.floor(u), math.floor(v)
+
+    _anchor(draw, geometry.get("anchor") or {}, at, px_per_m, font, line)
+    for name, m in sorted((geometry.get("members") or {}).items()):
+        _member(draw, name, m, at, font, line)
+    _legend(draw, px_per_m, font, line)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    atomic.write_bytes(out_png, buf.getvalue())
+
+
+def _anchor(draw: ImageDraw.ImageDraw, anchor: Mapping[str, Any], at: Any, px_per_m: float,
+            font: Any, line: int) -> None:
+    if not anchor.get("centre"):
+        return
+    cx, cy = anchor["centre"]
+    if anchor.get("shape") == "round" and anchor.get("radius_m"):
+        r = float(anchor["radius_m"]) * px_per_m
+        u, v = at(cx, cy)
+        draw.ellipse([u - r, v - r, u + r, v + r], outline=ANCHOR_COLOR, width=line)
+    else:
+        hx, hy = anchor["half_extents_m"]
+        corners = [at(cx + sx * hx, cy + sy * hy) for sx, sy in ((-1, -1), (1, -1), (1, 1),
+                                                                  (-1, 1))]
+        draw.polygon(corners, outline=ANCHOR_COLOR, width=line)
+        for edge, info in (anchor.get("edges") or {}).items():
+            mx, my = info["midpoint"]
+            nx, ny = info["normal"]
+            draw.text(at(mx - 0.12 * nx, my - 0.12 * ny), edge, fill=ANCHOR_COLOR, font=font,
+                      anchor="mm")
+
+
+def _segment(draw: ImageDraw.ImageDraw, start: tuple[float, float], direction: list[float],
+             length_m: float, at: Any, color: tuple[int, int, int], width: int,
+             head: bool) -> None:
+    x, y = start
+    dx, dy = direction
+    tip = at(x + dx * length_m, y + dy * length_m)
+    draw.line([at(x, y), tip], fill=color, width=width)
+    if head:
+        bx, by = x + dx * (length_m - HEAD_LEN_M), y + dy * (length_m - HEAD_LEN_M)
+        w = HEAD_HALF_WIDTH_M
+        draw.polygon([tip, at(bx - dy * w, by + dx * w), at(bx + dy * w, by - dx * w)],
+                     fill=color)
+
+
+def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: Any, font: Any,
+            line: int) -> None:
+    centre = m.get("footprint_centre")
+    if not centre:
+        return
+    forward = m.get("forward_canonical")
+    target = m.get("facing_target")
+    if target:
+        _segment(draw, centre, target, TICK_LEN_M, at, TICK_COLOR, line, head=False)
+    if forward:
+        _segment(draw, centre, forward, ARROW_LEN_M, at, ARROW_COLOR, line + 1, head=True)
+    error = m.get("facing_error_deg")
+    text = name if error is None else f"{name} {error:.0f}°"
+    # Behind the member (opposite its arrow), where the label hides nothing it points at.
+    back = forward or [0.0, 1.0]
+    lx, ly = centre[0] - back[0] * LABEL_BEHIND_M, centre[1] - back[1] * LABEL_BEHIND_M
+    bg = LABEL_BG_PENETRATING if m.get("penetrations") else LABEL_BG
+    box = draw.textbbox(at(lx, ly), text, font=font, anchor="mm")
+    draw.rectangle([box[0] - 2, box[1] - 1, box[2] + 2, box[3] + 1], fill=bg)
+    draw.text(at(lx, ly), text, fill=(0, 0, 0), font=font, anchor="mm")
+
+
+def _legend(draw: ImageDraw.ImageDraw, px_per_m: float, font: Any, line: int) -> None:
+    pad = 8
+    text = ("canonical BEV: +X right, +Y up; bar: 1 m\n"
+            "black arrow: forward, green: facing target, blue: anchor")
+    box = draw.multiline_textbbox((pad, pad), text, font=font)
+    draw.rectangle([box[0] - 3, box[1] - 2, box[2] + 3, box[3] + 2], fill=LABEL_BG)
+    draw.multiline_text((pad, pad), text, fill=(0, 0, 0), font=font)
+    y = box[3] + 3 * line + 4
+    draw.line([(pad, y), (pad + px_per_m, y)], fill=(0, 0, 0), width=line)
