@@ -1,0 +1,649 @@
+"""Agent adapter: the referee between an agent's decision and ``iter_N/transforms.json``,
+and the driver of the contract's refinement loop.
+
+``write_decision`` (CLI: ``scripts/agent.py write``)
+    A decision ``{"members": {...}, "converged"?: bool, "reason_summary"?: str,
+    "final"?: bool}`` becomes ``iter_N/transforms.json`` only if it passes
+
+    1. the contract's hard constraints: the full document is built and validated by
+       ``schemas.parse_transforms`` (anchor not in members, no ``groups``/``objects``/
+       ``deletes``, known members, finite numbers, ``delta_xyz`` three numbers, iter_1
+       non-empty), and
+    2. the magnitude policy of iteration N's phase (``phase_for``), counting members with a
+       non-zero delta:
+
+       =========  =========  ==================================  =================  =====
+       phase      iters      members per iteration               max abs delta_xyz  yaw
+       =========  =========  ==================================  =================  =====
+       pattern    1-3        >= 3 (all of them if fewer than 3)  1.0 m per axis     free
+       member     4-10       1-3                                 0.3 m per axis     free
+       micro      11+        exactly 1                           0.05 m per axis    free
+       exception  any        exactly 1, penetrating in N-1       2.0 m per axis     free
+       =========  =========  ==================================  =================  =====
+
+       The exception (the contract's "+-1.0+ m" row, capped here at ``EXCEPTION_CAP_M`` =
+       2.0 m: enough to pull a chair out from under the widest fixture table and round it to
+       the far side, small enough that a typo of metres for centimetres is still refused)
+       applies to a decision that moves exactly one member which ``iter_(N-1)/geometry.json``
+       shows penetrating: a listed mesh penetration (> 5 mm) or ``clearance_m`` < -0.005.
+       An empty decision is allowed from iteration 2 on (the loop counts empties).
+
+    ``_island_meta`` is filled truthfully: ``model`` and ``generated_by`` name whoever
+    decided (``solver`` / ``island_tools.solver``, or the external command);
+    ``image_sha256`` is the sha256 of ``<group>/masked.png`` when it exists, else of
+    ``iter_(N-1)/render_bev.png`` (the picture the decision was taken from; init_iter0 does
+    the same for iter_0); ``mode`` ``island_iter``; a UTC timestamp.
+
+    Convergence gate: ``converged: true`` is written only when N >= ``MIN_ITER`` and an
+    earlier iteration in 1..N-1 has a non-empty ``members``; otherwise it is written as
+    ``false`` with a warning, so a transforms.json never carries a converged flag the
+    contract calls a violation. A rejected decision writes nothing and raises
+    ``TransformsError`` (exit 3) whose one line names the member, the cap and the phase.
+
+``run_group`` (CLI: ``scripts/agent.py run``)
+    The contract's loop pseudocode: ``init_iter0``; for N = 1..max_iter: decide (policy),
+    write (above), ``iteration.iter_step`` in-process; stop on exit 4 and on any other
+    failure; from N >= ``MIN_ITER``: stop on an honoured ``converged`` or after
+    ``EMPTY_STOP`` consecutive empty iterations (empties are counted from iteration 1); a
+    decision with ``final: true`` ends the loop after its step. Then the last complete
+    iteration's transforms.json is rewritten with ``"final": true`` and its island.blend
+    copied atomically to ``<group>/island.blend``; a report of at most 80 words is returned
+    and ``simple_refiner/run.json`` records everything (rewritten after each iteration, so a
+    run that dies is visible as ``status: running``, one that fails as ``failed``).
+
+    Policies: ``solver`` (``island_tools.solver``) and ``command:<shell command>``: the
+    command gets a JSON prompt on stdin (``command_prompt``) and prints its decision JSON on
+    stdout. A timeout (the process group is killed), a non-zero exit or output that is not
+    one JSON object is an ``AgentError`` (exit 9) for that iteration.
+
+Exit codes (``RunReport.exit_code``): 0 ok; 3 decision rejected; 4 sanity (iter_step);
+9 agent command failed (timeout, crash, junk output); 2/5/6/7/8 as iter_step/init_iter0;
+1 internal error (the traceback is kept in run.json).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Protocol
+
+from . import atomic
+from .config import Settings
+from .errors import EXIT_INTERNAL, IslandError, TransformsError, UsageError
+from .iteration import (REFINER_DIR, Group, RunJob, check_iteration_number, completed_iters,
+                        init_iter0, is_complete, iter_step, load_group, sha256_file, utc_now)
+from .jsonio import loads_strict, read_object
+from .schemas import FORBIDDEN_TRANSFORM_KEYS, Transforms, parse_transforms
+
+EXIT_AGENT = 9
+MIN_ITER = 5
+DEFAULT_MAX_ITER = 20
+EMPTY_STOP = 3
+EXCEPTION_CAP_M = 2.0
+PENETRATION_CLEARANCE_M = -0.005
+DEFAULT_TIMEOUT_S = 120.0
+DECISION_KEYS = ("members", "converged", "reason_summary", "final")
+REPORT_MAX_WORDS = 80
+# The quality targets of issue 4 (benchmark and report sentence).
+FACING_TARGET_DEG = 5.0
+CLEARANCE_TARGET_M = 0.03
+SPACING_TARGET_M = 0.05
+RING_CV_TARGET = 0.05
+_RUN_LOCK = ".island_agent_run.lock"
+_STDERR_TAIL = 300
+
+Progress = Callable[[str], None]
+
+
+class AgentError(IslandError):
+    """The external agent command failed: timeout, non-zero exit or unusable output."""
+
+    exit_code = EXIT_AGENT
+
+
+# --------------------------------------------------------------------------- policy
+@dataclass(frozen=True)
+class Phase:
+    name: str                   # "pattern" | "member" | "micro"
+    iters: str                  # "1-3" | "4-10" | "11+"
+    cap_m: float                # max |delta_xyz| component
+    min_members: int            # members with a non-zero delta, when any moves
+    max_members: int | None     # None: no upper bound
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} phase (iter {self.iters})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "iters": self.iters, "max_abs_delta_xyz_m": self.cap_m,
+                "members_min": self.min_members, "members_max": self.max_members,
+                "max_abs_delta_yaw_deg": None,
+                "exception": {"members": 1, "max_abs_delta_xyz_m": EXCEPTION_CAP_M,
+                              "only_for": "a member that iter_(N-1)/geometry.json shows "
+                                          "penetrating (a listed penetration > 5 mm, or "
+                                          f"clearance_m < {PENETRATION_CLEARANCE_M})"}}
+
+
+def phase_for(n: int, group_size: int) -> Phase:
+    """The magnitude policy of iteration ``n`` for a group of ``group_size`` members."""
+    if n <= 3:
+        return Phase("pattern", "1-3", 1.0, min(3, group_size), None)
+    if n <= 10:
+        return Phase("member", "4-10", 0.3, 1, 3)
+    return Phase("micro", "11+", 0.05, 1, 1)
+
+
+def penetrating_members(geometry: Mapping[str, Any]) -> set[str]:
+    """Members geometry.json shows penetrating (the exception's precondition)."""
+    out = set()
+    for name, m in (geometry.get("members") or {}).items():
+        clearance = m.get("clearance_m")
+        if m.get("penetrations") or (clearance is not None
+                                     and clearance < PENETRATION_CLEARANCE_M):
+            out.add(name)
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    phase: Phase
+    moved: tuple[str, ...]
+    exception: bool
+
+
+def check_policy(transforms: Transforms, n: int, group_size: int,
+                 prev_geometry: Mapping[str, Any], file: str) -> Verdict:
+    """Raise TransformsError (exit 3) unless the deltas obey iteration n's magnitude policy."""
+    phase = phase_for(n, group_size)
+    moved = tuple(name for name, d in sorted(transforms.members.items()) if not d.trivial)
+    if n == 1 and not moved:
+        raise TransformsError("iter_1 needs at least one non-zero per-member delta", file=file,
+                              field="members", fix="commit real moves, or at least two "
+                                                   "+-0.01 m verification moves")
+    if not moved:
+        return Verdict(phase, moved, False)
+    listed = ", ".join(moved)
+    exception = len(moved) == 1 and moved[0] in penetrating_members(prev_geometry)
+    if not exception:
+        k = len(moved)
+        if k < phase.min_members:
+            raise TransformsError(
+                f"{phase.label} moves at least {phase.min_members} members per iteration, "
+                f"got {k} ({listed})", file=file, field="members",
+                fix=f"plan one coordinated multi-member action; a single member may move "
+                    f"alone only if iter_{n - 1}/geometry.json shows it penetrating")
+        if phase.max_members is not None and k > phase.max_members:
+            allowed = ("exactly 1 member" if phase.max_members == 1
+                       else f"1 to {phase.max_members} members")
+            raise TransformsError(f"{phase.label} moves {allowed} per iteration, got {k} "
+                                  f"({listed})", file=file, field="members",
+                                  fix="keep the worst member(s); the others wait for the "
+                                      "next iteration")
+    cap = EXCEPTION_CAP_M if exception else phase.cap_m
+    rule = "the penetration exception" if exception else phase.label
+    for name in moved:
+        for axis, value in zip("xyz", transforms.members[name].delta_xyz):
+            if abs(value) > cap:
+                raise TransformsError(
+                    f"{rule} caps each delta_xyz component at {cap} m, but |{axis}| of "
+                    f"'{name}' is {abs(value):.3f} m", file=file,
+                    field=f"members.{name}.delta_xyz",
+                    fix="split the move over several iterations (yaw is uncapped)")
+    return Verdict(phase, moved, exception)
+
+
+# --------------------------------------------------------------------------- write
+@dataclass
+class WriteResult:
+    path: Path
+    doc: dict[str, Any]
+    verdict: Verdict
+    converged_requested: bool
+    converged_honoured: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def decision_image(group: Group, n: int) -> Path:
+    """The picture ``_island_meta.image_sha256`` hashes (see the module docstring)."""
+    masked = group.root / "masked.png"
+    return masked if masked.is_file() else group.iter_dir(n - 1) / "render_bev.png"
+
+
+def _transforms_doc(decision: Any, n: int, image_sha256: str, model: str, generated_by: str,
+                    file: str) -> dict[str, Any]:
+    if not isinstance(decision, dict):
+        raise TransformsError(f"the decision must be a JSON object, got "
+                              f"{type(decision).__name__}", file=file,
+                              fix='send {"members": {...}, "converged": false, '
+                                  '"reason_summary": "..."}')
+    for key in decision:
+        if key not in DECISION_KEYS and key not in FORBIDDEN_TRANSFORM_KEYS:
+            raise TransformsError("unknown key in the decision (iter and _island_meta are "
+                                  "filled by the adapter)", file=file, field=key,
+                                  fix=f"send only {', '.join(DECISION_KEYS)}")
+    doc: dict[str, Any] = {"iter": n}
+    # Forbidden keys are passed through so parse_transforms rejects them with its message.
+    doc.update({k: decision[k] for k in FORBIDDEN_TRANSFORM_KEYS if k in decision})
+    if "members" in decision:
+        doc["members"] = decision["members"]
+    doc["converged"] = decision.get("converged", False)
+    doc["final"] = decision.get("final", False)
+    if "reason_summary" in decision:
+        doc["reason_summary"] = decision["reason_summary"]
+    doc["_island_meta"] = {"model": model, "image_sha256": image_sha256,
+                           "generated_by": generated_by, "mode": "island_iter", "iter": n,
+                           "timestamp_utc": utc_now()}
+    return doc
+
+
+def earlier_nonempty(group: Group, n: int) -> list[int]:
+    """Iterations K in 1..n-1 whose transforms.json has a non-empty ``members``."""
+    out = []
+    for k in range(1, n):
+        path = group.iter_dir(k) / "transforms.json"
+        if path.is_file():
+            doc = read_object(path, TransformsError, "transforms.json",
+                              f"rerun the group from init_iter0 (iter_{k} is corrupt)")
+            if doc.get("members"):
+                out.append(k)
+    return out
+
+
+def write_decision(group_dir: str | os.PathLike[str], n: int, decision: Any, *,
+                   model: str, generated_by: str) -> WriteResult:
+    """Validate ``decision`` for iteration n and write ``iter_N/transforms.json`` atomically.
+
+    Raises TransformsError (exit 3) and writes nothing when a rule fails; UsageError (2)
+    when iteration n-1 is not complete or n was already stepped.
+    """
+    group = load_group(group_dir)
+    check_iteration_number(group, n)
+    iter_dir = group.iter_dir(n)
+    if is_complete(iter_dir):
+        raise UsageError(f"iter_{n} was already stepped; its transforms.json is history",
+                         file=str(iter_dir),
+                         fix=f"write iter_{completed_iters(group)[-1] + 1}")
+    path = iter_dir / "transforms.json"
+    prev_dir = group.iter_dir(n - 1)
+    prev_geometry = read_object(prev_dir / "geometry.json", UsageError, "geometry.json",
+                                f"rerun iter_step.py --iter {n - 1}")
+    doc = _transforms_doc(decision, n, sha256_file(decision_image(group, n)), model,
+                          generated_by, str(path))
+    transforms = parse_transforms(doc, str(path), n, group.metadata)
+    verdict = check_policy(transforms, n, len(group.metadata.refined_members), prev_geometry,
+                           str(path))
+    warnings = list(transforms.warnings)
+    requested = transforms.converged
+    honoured = False
+    if requested:
+        if n < MIN_ITER:
+            warnings.append(f"converged ignored: iter {n} < MIN_ITER={MIN_ITER}")
+        elif not earlier_nonempty(group, n):
+            warnings.append("converged ignored: no earlier iteration moved a member")
+        else:
+            honoured = True
+        doc["converged"] = honoured
+    iter_dir.mkdir(exist_ok=True)
+    atomic.write_json(path, doc)
+    return WriteResult(path, doc, verdict, requested, honoured, warnings)
+
+
+def read_decision_text(text: str, source: str) -> Any:
+    """Parse an agent's decision JSON (strict: no NaN, no duplicate keys)."""
+    try:
+        return loads_strict(text)
+    except json.JSONDecodeError as exc:
+        raise TransformsError(f"decision is not valid JSON (line {exc.lineno} column "
+                              f"{exc.colno}: {exc.msg})", file=source,
+                              fix="send one JSON object") from exc
+    except ValueError as exc:
+        raise TransformsError(f"decision is not valid JSON ({exc})", file=source,
+                              fix="send one JSON object") from exc
+
+
+# --------------------------------------------------------------------------- policies
+class Policy(Protocol):
+    spec: str
+    model: str
+    generated_by: str
+
+    def decide(self, group: Group, n: int, phase: Phase, max_iter: int) -> Any: ...
+
+
+class SolverPolicy:
+    """The built-in deterministic solver (``island_tools.solver``)."""
+
+    spec = "solver"
+
+    def __init__(self, model: str | None, generated_by: str | None) -> None:
+        self.model = model or "solver"
+        self.generated_by = generated_by or "island_tools.solver"
+        self._solver: Any = None
+
+    def decide(self, group: Group, n: int, phase: Phase, max_iter: int) -> dict[str, Any]:
+        if self._solver is None:  # the mesh cache exists only once init_iter0 has run
+            from .solver import Solver
+
+            self._solver = Solver.for_group(group)
+        return self._solver.decide_from_disk(group, n, phase)
+
+
+class CommandPolicy:
+    """An external agent: a shell command reading a JSON prompt, printing a decision."""
+
+    def __init__(self, command: str, timeout_s: float, model: str | None,
+                 generated_by: str | None) -> None:
+        self.command = command
+        self.spec = f"command:{command}"
+        self.timeout_s = timeout_s
+        self.model = model or "external"
+        self.generated_by = generated_by or f"command: {command}"
+
+    def decide(self, group: Group, n: int, phase: Phase, max_iter: int) -> Any:
+        prompt = json.dumps(command_prompt(group, n, phase, max_iter), indent=2)
+        where = f"agent command `{self.command}` at iter {n}"
+        proc = subprocess.Popen(self.command, shell=True, cwd=group.root, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = proc.communicate(prompt, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            # The command may have spawned children (an LLM CLI, a pipeline): kill them all.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AgentError(f"{where} timed out after {self.timeout_s:g} s and was killed",
+                             fix="make the agent answer faster or raise --timeout") from None
+        except BrokenPipeError:
+            out, err = proc.communicate()
+        if proc.returncode != 0:
+            tail = " ".join((err or "").strip().splitlines()[-1:])[-_STDERR_TAIL:]
+            raise AgentError(f"{where} exited {proc.returncode}" + (f": {tail}" if tail else ""),
+                             fix="run the command by hand with the prompt on stdin")
+        try:
+            decision = loads_strict(out)
+        except ValueError:
+            first = " ".join(out.split())[:80]
+            raise AgentError(f"{where} printed no JSON decision (stdout starts {first!r})",
+                             fix="print exactly one JSON object on stdout, logs on stderr"
+                             ) from None
+        if not isinstance(decision, dict):
+            raise AgentError(f"{where} printed JSON {type(decision).__name__}, not an object",
+                             fix='print {"members": {...}, "converged": false, '
+                                 '"reason_summary": "..."}')
+        return decision
+
+
+def command_prompt(group: Group, n: int, phase: Phase, max_iter: int) -> dict[str, Any]:
+    """What an external agent gets on stdin for iteration n (absolute paths)."""
+    prev = group.iter_dir(n - 1)
+    return {
+        "task": "Decide the member deltas of one refinement iteration of this island "
+                "(canonical frame: anchor at the origin, metres, degrees).",
+        "group_dir": str(group.root), "iter": n, "min_iter": MIN_ITER, "max_iter": max_iter,
+        "phase": phase.to_dict(), "anchor_id": group.metadata.anchor_id,
+        "members": list(group.metadata.refined_members),
+        "files": {
+            "render_persp": str(prev / "render_persp.png"),
+            "render_bev": str(prev / "render_bev.png"),
+            "render_bev_annotated": str(prev / "render_bev_annotated.png"),
+            "geometry": str(prev / "geometry.json"),
+            "previous_transforms": str(prev / "transforms.json"),
+            "target_spec": str(group.root / "target_spec.json"),
+            "metadata": str(group.root / "metadata.json"),
+        },
+        "answer": 'Print ONE JSON object on stdout: {"members": {"<name>": {"delta_xyz": '
+                  '[dx, dy, dz], "delta_yaw_deg": deg}}, "converged": false, '
+                  '"reason_summary": "<one sentence>"}. Never the anchor; per-member yaw '
+                  'targets, never one delta for all; empty members = no move.',
+    }
+
+
+def make_policy(spec: str, timeout_s: float = DEFAULT_TIMEOUT_S, model: str | None = None,
+                generated_by: str | None = None) -> Policy:
+    if spec == "solver":
+        return SolverPolicy(model, generated_by)
+    if spec.startswith("command:") and spec[len("command:"):].strip():
+        if not timeout_s > 0:
+            raise UsageError(f"--timeout must be > 0 seconds, got {timeout_s}",
+                             fix="pass e.g. --timeout 120")
+        return CommandPolicy(spec[len("command:"):].strip(), timeout_s, model, generated_by)
+    raise UsageError(f"unknown policy {spec!r}", field="--policy",
+                     fix="use 'solver' or 'command:<shell command>'")
+
+
+# --------------------------------------------------------------------------- quality
+def quality(geometry: Mapping[str, Any]) -> dict[str, Any]:
+    """Final-state metrics of geometry.json against the issue's targets."""
+    g = geometry.get("group", {})
+    spacing = g.get("spacing", {})
+    ring = spacing.get("mode") == "ring"
+    spacing_value = spacing.get("ring_gap_cv") if ring else spacing.get("max_deviation_m")
+    facing = g.get("facing_error_max_deg")
+    clearance = g.get("clearance_error_max_m")
+    pattern_match = g.get("pattern", {}).get("match")
+    checks = {
+        "facing": facing is None or facing <= FACING_TARGET_DEG,
+        "clearance": clearance is not None and clearance <= CLEARANCE_TARGET_M,
+        "penetration": g.get("penetration_pairs", 0) == 0,
+        "spacing": spacing_value is None
+        or spacing_value <= (RING_CV_TARGET if ring else SPACING_TARGET_M),
+        "counts": pattern_match is not False and g.get("member_count", {}).get("match", True),
+    }
+    return {"facing_error_max_deg": facing, "clearance_error_max_m": clearance,
+            "penetration_pairs": g.get("penetration_pairs"),
+            "spacing": spacing_value, "spacing_kind": "ring_gap_cv" if ring else "max_dev_m",
+            "edge_counts": g.get("edge_counts"), "pattern_match": pattern_match,
+            "checks": checks, "passed": all(checks.values())}
+
+
+def _quality_sentence(spec: Mapping[str, Any], q: Mapping[str, Any]) -> str:
+    facing = q["facing_error_max_deg"]
+    spacing = q["spacing"]
+    parts = [f"facing max {facing:.1f} deg" if facing is not None else "facing n/a",
+             f"clearance error max {q['clearance_error_max_m']:.3f} m",
+             f"{q['penetration_pairs']} penetrations",
+             ("ring gap CV " if q["spacing_kind"] == "ring_gap_cv" else "spacing deviation ")
+             + (f"{spacing:.3f}" if spacing is not None else "n/a")]
+    failed = [k for k, ok in q["checks"].items() if not ok]
+    verdict = "meets target_spec" if not failed else f"misses target_spec on {', '.join(failed)}"
+    return (f"Quality {verdict} ({spec.get('pattern')}, {spec.get('facing')}, clearance "
+            f"{spec.get('clearance_m')} m): {', '.join(parts)}.")
+
+
+def _ranges(iters: list[int]) -> str:
+    out: list[str] = []
+    for n in iters:
+        if out and out[-1].split("-")[-1] == str(n - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out) or "none"
+
+
+def report_text(final_iter: int | None, stop_reason: str, nonempty: list[int],
+                spec: Mapping[str, Any], q: Mapping[str, Any] | None) -> str:
+    """The contract's closing report (at most REPORT_MAX_WORDS words)."""
+    head = (f"Final iter_{final_iter}" if final_iter else "No refined iteration")
+    text = f"{head}; stop: {stop_reason}. Non-empty iterations: {_ranges(nonempty)}."
+    if q is not None and final_iter:
+        text += " " + _quality_sentence(spec, q)
+    words = text.split()
+    if len(words) > REPORT_MAX_WORDS:  # a long error message in stop_reason
+        text = " ".join(words[:REPORT_MAX_WORDS - 1]) + " ..."
+    return text
+
+
+# --------------------------------------------------------------------------- run
+@dataclass
+class RunReport:
+    final_iter: int | None
+    stop_reason: str
+    nonempty_iters: list[int]
+    report_text: str
+    ok: bool
+    errors: list[str]
+    exit_code: int = 0
+    run_json: Path | None = None
+
+
+@contextlib.contextmanager
+def _run_lock(root: Path) -> Iterator[None]:
+    """One agent run per group (iter_step's own lock is per step, not per run)."""
+    fd = os.open(root / _RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise UsageError("another agent run is active on this group", file=str(root),
+                             fix="wait for it to finish") from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+class _RunLog:
+    """simple_refiner/run.json, rewritten atomically after every iteration."""
+
+    def __init__(self, group: Group, policy: Policy, settings: Settings, max_iter: int,
+                 started: str) -> None:
+        self.path = group.refiner / "run.json"
+        self.doc: dict[str, Any] = {
+            "version": 1, "group_dir": str(group.root), "policy": policy.spec,
+            "model": policy.model, "generated_by": policy.generated_by,
+            "settings": asdict(settings), "min_iter": MIN_ITER, "max_iter": max_iter,
+            "status": "running", "started_utc": started, "finished_utc": None,
+            "stop_reason": None, "final_iter": None, "exit_code": None, "ok": None,
+            "nonempty_iters": [], "promoted": None, "iterations": [], "errors": [],
+            "report": None}
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self.doc["iterations"].append(entry)
+        self.save()
+
+    def save(self) -> None:
+        atomic.write_json(self.path, self.doc)
+
+
+def _finalize(group: Group, n: int) -> None:
+    """Contract steps 4 and 5: mark iter_n final, promote its island.blend."""
+    path = group.iter_dir(n) / "transforms.json"
+    doc = read_object(path, TransformsError, "transforms.json", "rerun the group")
+    doc["final"] = True
+    atomic.write_json(path, doc)
+    atomic.copy_file(group.iter_dir(n) / "island.blend", group.root / "island.blend")
+
+
+def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings,
+              run_job: RunJob, max_iter: int = DEFAULT_MAX_ITER, progress: Progress | None = None,
+              timeout_s: float = DEFAULT_TIMEOUT_S, model: str | None = None,
+              generated_by: str | None = None) -> RunReport:
+    """Drive one group through the contract's loop with ``policy`` (see the module docstring).
+
+    Raises only for bad arguments (UsageError) and an unusable group (init_iter0's errors);
+    every failure inside the loop is recorded, stops the run and sets ``exit_code``.
+    """
+    if max_iter < 1:
+        raise UsageError(f"--max-iter must be >= 1, got {max_iter}", fix="pass e.g. 20")
+    group = load_group(group_dir)
+    with _run_lock(group.root):
+        pol = make_policy(policy, timeout_s, model, generated_by)
+        started = utc_now()
+        init_iter0(group.root, settings, run_job, progress)
+        log = _RunLog(group, pol, settings, max_iter, started)
+        log.save()
+        return _loop(group, pol, settings, run_job, max_iter, progress, log)
+
+
+def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_iter: int,
+          progress: Progress | None, log: _RunLog) -> RunReport:
+    size = len(group.metadata.refined_members)
+    nonempty: list[int] = []
+    errors: list[str] = []
+    consecutive_empty = 0
+    final = 0
+    exit_code = 0
+    stop = f"max_iter ({max_iter}) reached"
+    for n in range(1, max_iter + 1):
+        phase = phase_for(n, size)
+        entry: dict[str, Any] = {"iter": n, "phase": phase.name}
+        stage = "decide"
+        t0 = time.perf_counter()
+        try:
+            decision = pol.decide(group, n, phase, max_iter)
+            stage = "write"
+            written = write_decision(group.root, n, decision, model=pol.model,
+                                     generated_by=pol.generated_by)
+            entry.update(members=sorted(written.doc["members"]),
+                         moved=list(written.verdict.moved),
+                         exception=written.verdict.exception,
+                         converged_requested=written.converged_requested,
+                         converged_honoured=written.converged_honoured,
+                         final_requested=bool(written.doc.get("final")),
+                         reason_summary=written.doc.get("reason_summary"),
+                         warnings=written.warnings)
+            stage = "step"
+            t1 = time.perf_counter()
+            result = iter_step(group.root, n, settings, run_job, progress)
+        except Exception as exc:  # noqa: BLE001 - every failure stops the run, recorded
+            code = exc.exit_code if isinstance(exc, IslandError) else EXIT_INTERNAL
+            message = (exc.one_line() if isinstance(exc, IslandError)
+                       else " ".join(f"internal: {type(exc).__name__}: {exc}".split()))
+            entry["error"] = {"stage": stage, "exit_code": code, "message": message}
+            if not isinstance(exc, IslandError):
+                entry["error"]["traceback"] = traceback.format_exc()
+            entry["seconds"] = round(time.perf_counter() - t0, 3)
+            log.add(entry)
+            errors.append(f"iter {n} ({stage}): {message}")
+            exit_code = code
+            stop = {"decide": "agent failed", "write": "decision rejected",
+                    "step": "iter_step failed"}[stage] + f" at iter {n} (exit {code})"
+            _say(progress, f"[agent] iter {n}: {stage} failed (exit {code}): {message}")
+            break
+        final = n
+        members = written.doc["members"]
+        consecutive_empty = 0 if members else consecutive_empty + 1
+        if members:
+            nonempty.append(n)
+        q = quality(result.geometry)
+        entry.update(seconds={"decide_write": round(t1 - t0, 3),
+                              "step": round(time.perf_counter() - t1, 3)}, quality=q)
+        log.doc["nonempty_iters"] = nonempty
+        log.add(entry)
+        _say(progress, f"[agent] iter {n}/{max_iter} {phase.name}: {len(written.verdict.moved)} "
+                       f"member(s) moved; {'quality OK' if q['passed'] else 'not there yet'}")
+        if written.doc.get("final"):
+            stop = f"agent marked iter {n} final"
+            break
+        if n >= MIN_ITER and written.converged_honoured:
+            stop = f"converged at iter {n}"
+            break
+        if n >= MIN_ITER and consecutive_empty >= EMPTY_STOP:
+            stop = f"{consecutive_empty} consecutive empty iterations at iter {n}"
+            break
+    final_quality = None
+    if final >= 1:
+        _finalize(group, final)
+        log.doc["promoted"] = f"{REFINER_DIR}/iter_{final}/island.blend -> island.blend"
+        geometry = read_object(group.iter_dir(final) / "geometry.json", UsageError,
+                               "geometry.json", "rerun the group")
+        final_quality = quality(geometry)
+    text = report_text(final or None, stop, nonempty, group.target_spec.to_dict(), final_quality)
+    log.doc.update(status="completed" if exit_code == 0 else "failed", finished_utc=utc_now(),
+                   stop_reason=stop, final_iter=final or None, exit_code=exit_code,
+                   ok=exit_code == 0, errors=errors, report=text)
+    log.save()
+    return RunReport(final or None, stop, nonempty, text, exit_code == 0, errors, exit_code,
+                     log.path)
+
+
+def _say(progress: Progress | None, msg: str) -> None:
+    if progress:
+        progress(msg)

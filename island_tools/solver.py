@@ -1,0 +1,830 @@
+"""The built-in deterministic solver: the ``solver`` policy of the agent adapter.
+
+From one iteration's state (canonical poses, the group's mesh cache and forward axes,
+target_spec.json and geometry.json) it computes a *target* pose for every member and moves
+members toward it within the phase's magnitude policy (``adapter.phase_for``). Targets are
+built from the definitions geometry.json measures with (docs/ARCHITECTURE.md, "Geometry
+definitions"), so a member at its target measures 0 slot/angle deviation and 0 clearance
+error there, with the same polygon code (``geometry.convex_signed_distance``).
+
+Slots
+-----
+Rect anchors (``geometry.json::anchor.shape == "rect"``), edges ``+x -x +y -y``:
+
+* ``row``: all members on one edge; ``2+2+1``: 2 on each long edge and 1 on a short edge;
+  ``2+2+1+1``: 2 + 2 long, 1 on each short edge; ``L``: two adjacent edges, any split;
+  ``T``: one long edge as a centre line (geometry's rule: every member at t = 0), members in
+  a column perpendicular to the edge, the first at the clearance, each next one
+  ``SLOT_GAP_M`` behind the previous (only the first can meet clearance_m, and the per-edge
+  even-spacing measure does not apply to a centre line).
+* Every candidate edge configuration (which edge of a row, which short edge of a 2+2+1,
+  which corner and split of an L, which long edge of a T) is scored by an optimal
+  member-to-slot assignment (Hungarian algorithm, numpy; squared distance from a member's
+  footprint centre to the slot) and the cheapest wins, so members on the wrong edge
+  (bunched, pattern mismatch) are reassigned.
+* ``cluster``: no geometric locus to aim at: every member keeps the edge it is on and gets
+  the spacing, facing and clearance rules there. ``free``: counts read from ``free_note``
+  when it names canonical edges (``"2 chairs on -y, 1 at the +x end"`` and the counts add
+  up to member_count), else the cluster fallback. A ``2+2+1``/``2+2+1+1`` whose
+  member_count is not 5/6 and an ``L`` of one member fall back the same way.
+* Along an edge with k members: geometry's slots, t_i = -S/2 + S (i + 0.5) / k with
+  S = max(L, k (w_max + 0.10)), w_max measured at the members' target yaws. Limitation: an
+  edge asked to hold more members than fit (S well above L, e.g. six chairs in a row on a
+  1.9 m table side) puts its end slots past the edge's ends, and geometry.json's
+  nearest-edge rule then counts those members on the neighbouring edge.
+
+Round anchors (``ring``, or an anchor geometry.json calls round, whatever the pattern):
+k evenly spaced angles; phase = circular mean of the members' offsets from even spacing
+(geometry's own definition), members assigned to angles by the same Hungarian step.
+
+Spacing ``even_along_each_edge``/``even_around_anchor``/``tight`` use the slots above at
+exactly ``clearance_m``; ``loose`` aims ``LOOSE_EXTRA_M`` further out (inside the 0.03 m
+clearance tolerance). ``even_around_anchor`` on a rect anchor uses the edge slots: those
+are what geometry.json measures there.
+
+Facing: ``toward_anchor`` = inward normal of the target edge (ring: toward the anchor
+centre from the target position); ``away_from_anchor`` its reverse;
+``parallel_to_anchor_long_axis`` = whichever of +-long axis is closer to the member's
+forward; ``mixed``: per-member directions read from ``free_note`` (``parse_mixed_facing``),
+members it does not mention keep their yaw. Symmetric members keep their yaw. Each member
+gets its own yaw delta (never one delta for all).
+
+Clearance: the yaw pivots on the footprint centre and changes the footprint, so the
+footprint at the target yaw (the member's current hull rotated about its pivot) is pushed
+along the edge normal (ring: radially) by bisection until its signed distance to the anchor
+hull equals the clearance target.
+
+Moves
+-----
+Yaw is applied at once (uncapped). Translations follow a path of footprint centres that
+keeps the footprint off the anchor: the configuration-space obstacle (anchor hull minus the
+member's footprint at its target yaw, inflated by ``TRANSIT_MARGIN_M``) is convex, so the
+path is the straight segment when it misses the obstacle, else the shorter way round its
+boundary; a member inside it first leaves along the nearest side ("move out before sliding
+along the edge"), and a target inside the margin is approached last along its normal.
+Each iteration a member advances along its path as far as the phase's per-axis cap allows.
+Endpoints are then checked pairwise: a move that would make two footprints overlap more
+than they do now (or a member overlap the anchor more) backs off along its path, the lower
+priority member first, down to not moving at all. Phases:
+
+* pattern (1-3): every member that needs a move moves. If fewer than 3 need one (the
+  policy's minimum), iteration 1 and any iteration whose leftovers exceed the member-phase
+  caps are padded with ``VERIFY_NUDGE_M`` outward verification moves of members at their
+  targets (the contract's "verification deltas", undone in a later iteration); otherwise
+  the iteration stays empty and the leftovers wait for the member phase.
+* member (4-10): the worst 1-3 (priority: penetrating, then on the wrong edge, then
+  distance + yaw); micro (11+): the worst 1.
+* exception: the worst member is penetrating and, in the member/micro phase, its path
+  exceeds the phase cap, or, in the pattern phase, too few members need a move for a group
+  move: it moves alone, up to ``EXCEPTION_CAP_M``. A pattern phase that can move a group
+  does so (all members advance 1.0 m rather than one member 2.0 m).
+
+The decision is ``converged: true`` with empty members once every member is within
+``POSITION_TOL_M`` and ``YAW_TOL_DEG`` of its target (the adapter honours it from MIN_ITER).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import frames, meshcache
+from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
+from .errors import GroupInputError
+from .geometry import EDGE_ORDER, SLOT_GAP_M, convex_hull_2d, convex_signed_distance
+from .iteration import FORWARD_AXES, MESH_CACHE, Group, load_current_poses
+from .jsonio import read_object
+
+POSITION_TOL_M = 0.001
+YAW_TOL_DEG = 0.1
+TRANSIT_MARGIN_M = 0.02
+VERIFY_NUDGE_M = 0.01
+LOOSE_EXTRA_M = 0.02
+BACKOFF_STEPS = 16
+PATTERN_COUNTS = {"2+2+1": 5, "2+2+1+1": 6}
+_EPS = 1e-9
+_DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
+                                                                    endpoint=False)])
+_FACING_WORDS = (("away", "away_from_anchor"), ("outward", "away_from_anchor"),
+                 ("parallel", "parallel_to_anchor_long_axis"),
+                 ("long axis", "parallel_to_anchor_long_axis"),
+                 ("toward", "toward_anchor"), ("inward", "toward_anchor"),
+                 ("face the", "toward_anchor"), ("faces the", "toward_anchor"),
+                 ("facing the", "toward_anchor"))
+_REST_WORDS = re.compile(r"\b(others?|rest|remaining|all|every|each)\b")
+_QUOTA = re.compile(r"(\d+)\s+(?:[a-z_]+\s+){0,3}?(?:on|at)\s+(?:the\s+)?([+-][xy])(?!\w)")
+
+
+# --------------------------------------------------------------------------- notes
+def parse_mixed_facing(note: str, names: list[str]) -> dict[str, str | None]:
+    """Per-member facing from a free_note ("chair_1 faces away; the others face the table").
+
+    Clauses are split at , ; . and newlines; a clause naming members and one facing word
+    sets those members; one with "others/rest/all/every/each" sets the default. Members
+    neither named nor covered by a default map to None (keep their yaw).
+    """
+    named: dict[str, str] = {}
+    default = None
+    for clause in re.split(r"[;,.\n]+", note.lower()):
+        mode = next((m for word, m in _FACING_WORDS if word in clause), None)
+        if mode is None:
+            continue
+        mentioned = [n for n in names
+                     if re.search(rf"(?<!\w){re.escape(n.lower())}(?!\w)", clause)]
+        for n in mentioned:
+            named[n] = mode
+        if not mentioned and _REST_WORDS.search(clause):
+            default = mode
+    return {n: named.get(n, default) for n in names}
+
+
+def parse_free_quotas(note: str, member_count: int) -> dict[str, int] | None:
+    """Edge counts named in a free_note ("2 chairs on -y, 1 at the +x end"), if they add up."""
+    quotas: dict[str, int] = {}
+    for count, edge in _QUOTA.findall(note.lower()):
+        if edge in quotas:
+            return None
+        quotas[edge] = int(count)
+    if not quotas or sum(quotas.values()) != member_count or 0 in quotas.values():
+        return None
+    return quotas
+
+
+# --------------------------------------------------------------------------- 2-D helpers
+def _rotate(points: np.ndarray, deg: float) -> np.ndarray:
+    a = math.radians(deg)
+    c, s = math.cos(a), math.sin(a)
+    return points @ np.array([[c, s], [-s, c]])
+
+
+def _signed_angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+    return math.degrees(math.atan2(a[0] * b[1] - a[1] * b[0], float(a @ b)))
+
+
+def _distance(p: np.ndarray, q: np.ndarray) -> float:
+    return convex_signed_distance(p, q)[0]
+
+
+def _halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.roll(poly, -1, axis=0) - poly
+    n = np.stack([d[:, 1], -d[:, 0]], axis=1)
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    return n, np.einsum("ij,ij->i", n, poly)
+
+
+def _inside(poly: np.ndarray, p: np.ndarray) -> bool:
+    n, off = _halfplanes(poly)
+    return bool(np.all(off - n @ p > _EPS))
+
+
+def _exit_point(poly: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The nearest point just outside a convex polygon, for a point inside it."""
+    n, off = _halfplanes(poly)
+    slack = off - n @ p
+    i = int(np.argmin(slack))
+    return p + n[i] * (slack[i] + 1e-6)
+
+
+def _crosses(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Does segment a-b pass through the polygon's interior (Cyrus-Beck clipping)?"""
+    n, off = _halfplanes(poly)
+    d = b - a
+    num = off - _EPS - n @ a
+    den = n @ d
+    parallel = np.abs(den) < 1e-15
+    if np.any(parallel & (num < 0)):
+        return False
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = num / den
+    lo = max([0.0, *ratio[(~parallel) & (den < 0)]])
+    hi = min([1.0, *ratio[(~parallel) & (den > 0)]])
+    return hi - lo > 1e-9
+
+
+def _around(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """Shortest path a -> b outside a convex polygon (both points outside it).
+
+    If the segment crosses the polygon, a and b are vertices of hull(polygon + {a, b}) and
+    the shortest path is the shorter of the hull's two chains between them.
+    """
+    if not _crosses(poly, a, b):
+        return [a, b]
+    hull = convex_hull_2d(np.vstack([poly, a, b]))
+    ia = np.flatnonzero(np.linalg.norm(hull - a, axis=1) < 1e-9)
+    ib = np.flatnonzero(np.linalg.norm(hull - b, axis=1) < 1e-9)
+    if not len(ia) or not len(ib):  # grazing contact: the straight segment is fine
+        return [a, b]
+    k = len(hull)
+    ccw = [hull[(ia[0] + i) % k] for i in range((ib[0] - ia[0]) % k + 1)]
+    cw = [hull[(ia[0] - i) % k] for i in range((ia[0] - ib[0]) % k + 1)]
+    return min((ccw, cw), key=_length)
+
+
+def _length(path: list[np.ndarray]) -> float:
+    return float(sum(np.linalg.norm(q - p) for p, q in itertools.pairwise(path)))
+
+
+def _walk(path: list[np.ndarray], cap: float) -> list[np.ndarray]:
+    """The prefix of ``path`` that stays within +-cap of its start on every axis."""
+    cap *= 1.0 - 1e-9  # never exceed the cap through rounding
+    p0 = path[0]
+    out = [p0]
+    for q in path[1:]:
+        p = out[-1]
+        if np.all(np.abs(q - p0) <= cap):
+            out.append(q)
+            continue
+        d = q - p
+        s = 1.0
+        for i in range(2):
+            if abs(d[i]) > 1e-15:
+                s = min(s, (math.copysign(cap, d[i]) - (p[i] - p0[i])) / d[i])
+        out.append(p + max(0.0, s) * d)
+        break
+    return out
+
+
+def _point_at(path: list[np.ndarray], s: float) -> np.ndarray:
+    for p, q in itertools.pairwise(path):
+        seg = float(np.linalg.norm(q - p))
+        if s <= seg:
+            return p + (q - p) * (s / seg if seg > 0 else 0.0)
+        s -= seg
+    return path[-1]
+
+
+def _solve_offset(hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
+                  obstacle: np.ndarray, target: float, lo: float = 0.0) -> float:
+    """r >= lo with signed distance(hull_rel + base + r * direction, obstacle) == target.
+
+    The signed distance of two convex sets is convex in a translation parameter, so with
+    f(lo) < target the crossing above lo is unique and bisection finds it.
+    """
+    def f(r: float) -> float:
+        return _distance(hull_rel + base + r * direction, obstacle)
+
+    if f(lo) >= target:
+        return lo
+    hi = lo + 1.0
+    while f(hi) < target:
+        hi = lo + 2.0 * (hi - lo)
+        if hi - lo > 1e4:
+            raise ValueError("clearance offset does not converge")
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if f(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def min_cost_assignment(cost: np.ndarray) -> list[int]:
+    """Row -> column minimising the total of a square cost matrix (Hungarian, O(n^3)).
+
+    Implemented here rather than taken from scipy, which island_tools does not depend on.
+    """
+    n = cost.shape[0]
+    u, v = np.zeros(n + 1), np.zeros(n + 1)
+    match = [0] * (n + 1)      # column j -> row (1-based; 0 = free)
+    way = [0] * (n + 1)
+    for i in range(1, n + 1):
+        match[0] = i
+        j0 = 0
+        minv = np.full(n + 1, np.inf)
+        used = np.zeros(n + 1, dtype=bool)
+        while True:
+            used[j0] = True
+            i0 = match[j0]
+            free = np.flatnonzero(~used[1:]) + 1
+            cur = cost[i0 - 1, free - 1] - u[i0] - v[free]
+            better = cur < minv[free]
+            minv[free[better]] = cur[better]
+            for j in free[better]:
+                way[j] = j0
+            j1 = int(free[np.argmin(minv[free])])
+            delta = minv[j1]
+            for j in range(n + 1):
+                if used[j]:
+                    u[match[j]] += delta
+                    v[j] -= delta
+                else:
+                    minv[j] -= delta
+            j0 = j1
+            if match[j0] == 0:
+                break
+        while j0:
+            j1 = way[j0]
+            match[j0] = match[j1]
+            j0 = j1
+    out = [0] * n
+    for j in range(1, n + 1):
+        out[match[j] - 1] = j - 1
+    return out
+
+
+# --------------------------------------------------------------------------- state
+@dataclass(frozen=True)
+class _MeshData:
+    vertices: np.ndarray
+    local_hull: np.ndarray
+    pivot_local: np.ndarray
+    axis_local: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class _Edge:
+    name: str
+    normal: np.ndarray
+    tangent: np.ndarray
+    length: float
+    role: str
+    half: float                 # distance from the anchor centre to this edge
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    round: bool
+    centre: np.ndarray
+    long_dir: np.ndarray
+    hull: np.ndarray
+    edges: dict[str, _Edge]
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    pivot: np.ndarray
+    hull_rel: np.ndarray        # current footprint relative to the pivot
+    forward: np.ndarray | None
+    edge: str                   # geometry.json's current edge
+    penetrating: bool
+
+
+@dataclass(frozen=True)
+class _Target:
+    edge: str
+    centre: np.ndarray
+    yaw_deg: float              # delta from the current yaw
+    hull_rel: np.ndarray        # footprint at the target yaw, relative to the pivot
+
+
+@dataclass(frozen=True)
+class _Plan:
+    member: _Member
+    target: _Target
+    paths: tuple[list[np.ndarray], ...]   # candidates, preferred first
+    needed: bool
+    priority: float
+
+    @property
+    def name(self) -> str:
+        return self.member.name
+
+
+@dataclass(frozen=True)
+class _Move:
+    point: np.ndarray
+    yaw_deg: float
+    hull: np.ndarray
+    nudge: bool = False
+
+
+class Solver:
+    """One group's solver: meshes, axes and the target spec are fixed; poses change."""
+
+    def __init__(self, meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,
+                 forward_axes: Mapping[str, Any], target_spec: Mapping[str, Any]) -> None:
+        self.anchor_id = anchor_id
+        self.spec = dict(target_spec)
+        self.member_ids = sorted(n for n in meshes if n != anchor_id)
+        axes = forward_axes.get("members", {})
+        self._mesh: dict[str, _MeshData] = {}
+        for name, (verts, _) in meshes.items():
+            v = np.asarray(verts, dtype=float)
+            axis = None
+            if name != anchor_id and axes.get(name, {}).get("axis_local") is not None:
+                axis = np.asarray(axes[name]["axis_local"], dtype=float)
+            self._mesh[name] = _MeshData(v, convex_hull_2d(v[:, :2]),
+                                         frames.footprint_centre_local(v), axis)
+        facing = self.spec["facing"]
+        if facing == "mixed":
+            self._facing = parse_mixed_facing(self.spec.get("free_note") or "", self.member_ids)
+        else:
+            self._facing = {n: facing for n in self.member_ids}
+        self.clearance_m = float(self.spec["clearance_m"]) + (
+            LOOSE_EXTRA_M if self.spec["spacing"] == "loose" else 0.0)
+
+    @classmethod
+    def for_group(cls, group: Group) -> Solver:
+        path = group.root / MESH_CACHE
+        try:
+            meshes, _ = meshcache.load(path)
+        except (ValueError, FileNotFoundError) as exc:
+            raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
+                                  fix="rerun init_iter0.py") from exc
+        axes = read_object(group.root / FORWARD_AXES, GroupInputError, "forward_axes.json",
+                           "rerun init_iter0.py")
+        return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict())
+
+    def decide_from_disk(self, group: Group, n: int, phase: Phase) -> dict[str, Any]:
+        """Decide iteration n from iteration n-1's current_state.json and geometry.json."""
+        geometry = read_object(group.iter_dir(n - 1) / "geometry.json", GroupInputError,
+                               "geometry.json", f"rerun iter_step.py --iter {n - 1}")
+        return self.decide(load_current_poses(group, n - 1), geometry, n, phase)
+
+    # ----------------------------------------------------------------- state
+    def _footprint(self, name: str, pose: np.ndarray) -> np.ndarray:
+        """The footprint hull exactly as geometry.py builds it."""
+        data = self._mesh[name]
+        lin = pose[:3, :3]
+        tol = 1e-9 * max(float(np.abs(lin).max()), 1e-300)
+        if max(abs(lin[2, 0]), abs(lin[2, 1]), abs(lin[0, 2]), abs(lin[1, 2])) <= tol:
+            return convex_hull_2d(data.local_hull @ lin[:2, :2].T + pose[:2, 3])
+        return convex_hull_2d(frames.transform_points(pose, data.vertices)[:, :2])
+
+    def _anchor(self, poses: Mapping[str, np.ndarray], geometry: Mapping[str, Any]) -> _Anchor:
+        doc = geometry["anchor"]
+        edges = {}
+        centre = np.asarray(doc["centre"], dtype=float)
+        for name, e in (doc.get("edges") or {}).items():
+            normal = np.asarray(e["normal"], dtype=float)
+            edges[name] = _Edge(name, normal, np.asarray(e["tangent"], dtype=float),
+                                float(e["length_m"]), e["role"],
+                                float(normal @ (np.asarray(e["midpoint"]) - centre)))
+        long_dir = np.array([1.0, 0.0] if doc["long_axis"] == "x" else [0.0, 1.0])
+        return _Anchor(doc["shape"] == "round", centre, long_dir,
+                       self._footprint(self.anchor_id, np.asarray(poses[self.anchor_id])),
+                       edges)
+
+    def _members(self, poses: Mapping[str, np.ndarray], geometry: Mapping[str, Any]
+                 ) -> dict[str, _Member]:
+        hot = penetrating_members(geometry)
+        out = {}
+        for name in self.member_ids:
+            pose = np.asarray(poses[name], dtype=float)
+            data = self._mesh[name]
+            pivot = frames.pivot_in_frame(pose, data.pivot_local)[:2]
+            forward = None
+            if data.axis_local is not None:
+                _, rot, _ = frames.decompose(pose)
+                f = (rot @ np.array([data.axis_local[0], data.axis_local[1], 0.0]))[:2]
+                norm = float(np.linalg.norm(f))
+                forward = f / norm if norm > 1e-12 else None
+            out[name] = _Member(name, pivot, self._footprint(name, pose) - pivot, forward,
+                                geometry["members"][name]["edge"], name in hot)
+        return out
+
+    # ----------------------------------------------------------------- targets
+    def _yaw_to(self, m: _Member, inward: np.ndarray, anchor: _Anchor) -> float:
+        mode = self._facing[m.name]
+        if mode is None or m.forward is None:
+            return 0.0
+        if mode == "toward_anchor":
+            want = inward
+        elif mode == "away_from_anchor":
+            want = -inward
+        else:
+            want = anchor.long_dir if m.forward @ anchor.long_dir >= 0 else -anchor.long_dir
+        return _signed_angle_deg(m.forward, want)
+
+    def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor) -> tuple[float, np.ndarray]:
+        yaw = self._yaw_to(m, -edge.normal, anchor)
+        return yaw, _rotate(m.hull_rel, yaw)
+
+    def _edge_targets(self, edge: _Edge, ordered: list[_Member], anchor: _Anchor
+                      ) -> dict[str, _Target]:
+        """Geometry's even slots on one edge, at the clearance target."""
+        posed = {m.name: self._edge_hull(m, edge, anchor) for m in ordered}
+        widths = [np.ptp(posed[m.name][1] @ edge.tangent) for m in ordered]
+        k = len(ordered)
+        span = max(edge.length, k * (max(widths) + SLOT_GAP_M))
+        out = {}
+        for i, m in enumerate(ordered):
+            yaw, hull = posed[m.name]
+            base = anchor.centre + edge.tangent * (-span / 2.0 + span * (i + 0.5) / k)
+            r = _solve_offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
+            out[m.name] = _Target(edge.name, base + r * edge.normal, yaw, hull)
+        return out
+
+    def _column_targets(self, edge: _Edge, ordered: list[_Member], anchor: _Anchor
+                        ) -> dict[str, _Target]:
+        """T: a centre line out of the edge midpoint, SLOT_GAP_M between members."""
+        out = {}
+        obstacle, gap, lo = anchor.hull, self.clearance_m, 0.0
+        for m in ordered:
+            yaw, hull = self._edge_hull(m, edge, anchor)
+            r = _solve_offset(hull, anchor.centre, edge.normal, obstacle, gap, lo)
+            centre = anchor.centre + r * edge.normal
+            out[m.name] = _Target(edge.name, centre, yaw, hull)
+            obstacle, gap, lo = hull + centre, SLOT_GAP_M, r
+        return out
+
+    def _edge_configs(self, members: dict[str, _Member], anchor: _Anchor
+                      ) -> tuple[list[dict[str, int]], bool]:
+        """Candidate {edge: count} configurations for the pattern, and whether T columns."""
+        pattern, k = self.spec["pattern"], len(members)
+        longs = [e for e in EDGE_ORDER if anchor.edges[e].role == "long"]
+        shorts = [e for e in EDGE_ORDER if anchor.edges[e].role == "short"]
+        if pattern == "row":
+            return [{e: k} for e in EDGE_ORDER], False
+        if pattern == "T":
+            return [{e: k} for e in longs], True
+        if PATTERN_COUNTS.get(pattern) == k:
+            if pattern == "2+2+1":
+                return [{longs[0]: 2, longs[1]: 2, s: 1} for s in shorts], False
+            return [{longs[0]: 2, longs[1]: 2, shorts[0]: 1, shorts[1]: 1}], False
+        if pattern == "L" and k >= 2:
+            return [{ex: q, ey: k - q} for ex in ("+x", "-x") for ey in ("+y", "-y")
+                    for q in range(1, k)], False
+        if pattern == "free":
+            quotas = parse_free_quotas(self.spec.get("free_note") or "", k)
+            if quotas:
+                return [quotas], False
+        return [], False   # cluster and the documented fallbacks: keep every member's edge
+
+    def _approx_slot(self, m: _Member, edge: _Edge, t: float, depth_before: float,
+                     anchor: _Anchor) -> np.ndarray:
+        """Where the member would sit in a slot (for the assignment cost; exact comes later)."""
+        _, hull = self._edge_hull(m, edge, anchor)
+        r = edge.half + self.clearance_m + depth_before + float(np.max(hull @ -edge.normal))
+        return anchor.centre + edge.tangent * t + edge.normal * r
+
+    def _assign_edges(self, members: dict[str, _Member], anchor: _Anchor,
+                      configs: list[dict[str, int]], column: bool
+                      ) -> dict[str, list[_Member]]:
+        names = sorted(members)
+        best: tuple[float, dict[str, list[_Member]]] | None = None
+        for config in configs:
+            slots: list[tuple[str, int, float, float]] = []
+            for e, q in config.items():
+                edge = anchor.edges[e]
+                w = max(np.ptp(self._edge_hull(members[n], edge, anchor)[1] @ edge.tangent)
+                        for n in names)
+                d = max(np.ptp(self._edge_hull(members[n], edge, anchor)[1] @ edge.normal)
+                        for n in names)
+                span = max(edge.length, q * (w + SLOT_GAP_M))
+                for j in range(q):
+                    if column:
+                        slots.append((e, j, 0.0, j * (d + SLOT_GAP_M)))
+                    else:
+                        slots.append((e, j, -span / 2.0 + span * (j + 0.5) / q, 0.0))
+            cost = np.array([[float(np.sum((members[n].pivot - self._approx_slot(
+                members[n], anchor.edges[e], t, before, anchor)) ** 2))
+                for e, _, t, before in slots] for n in names])
+            pick = min_cost_assignment(cost)
+            total = float(sum(cost[i, j] for i, j in enumerate(pick)))
+            if best is None or total < best[0] - 1e-12:
+                layout: dict[str, list[tuple[int, _Member]]] = {}
+                for i, j in enumerate(pick):
+                    layout.setdefault(slots[j][0], []).append((slots[j][1], members[names[i]]))
+                best = (total, {e: [m for _, m in sorted(v, key=lambda x: x[0])]
+                                for e, v in layout.items()})
+        assert best is not None
+        return best[1]
+
+    def _ring_targets(self, members: dict[str, _Member], anchor: _Anchor
+                      ) -> dict[str, _Target]:
+        names = sorted(members)
+        k = len(names)
+        rel = {n: members[n].pivot - anchor.centre for n in names}
+        theta = sorted((math.atan2(rel[n][1], rel[n][0]), n) for n in names)
+        base = 2.0 * math.pi * np.arange(k) / k
+        offsets = np.array([t for t, _ in theta]) - base
+        phase = math.atan2(float(np.sin(offsets).sum()), float(np.cos(offsets).sum()))
+        dirs = [np.array([math.cos(phase + b), math.sin(phase + b)]) for b in base]
+        anchor_rel = anchor.hull - anchor.centre
+
+        def posed(m: _Member, rho: np.ndarray) -> tuple[float, np.ndarray]:
+            yaw = self._yaw_to(m, -rho, anchor)
+            return yaw, _rotate(m.hull_rel, yaw)
+
+        cost = np.zeros((k, k))
+        for i, n in enumerate(names):
+            for j, rho in enumerate(dirs):
+                r = (float(np.max(anchor_rel @ rho)) + self.clearance_m
+                     + float(np.max(posed(members[n], rho)[1] @ -rho)))
+                cost[i, j] = float(np.sum((rel[n] - r * rho) ** 2))
+        out = {}
+        for i, j in enumerate(min_cost_assignment(cost)):
+            m = members[names[i]]
+            yaw, hull = posed(m, dirs[j])
+            r = _solve_offset(hull, anchor.centre, dirs[j], anchor.hull, self.clearance_m)
+            out[m.name] = _Target("ring", anchor.centre + r * dirs[j], yaw, hull)
+        return out
+
+    def targets(self, members: dict[str, _Member], anchor: _Anchor) -> dict[str, _Target]:
+        """The target pose of every member (see the module docstring)."""
+        if anchor.round:
+            return self._ring_targets(members, anchor)
+        configs, column = self._edge_configs(members, anchor)
+        if configs:
+            layout = self._assign_edges(members, anchor, configs, column)
+        else:
+            layout = {}
+            for m in members.values():
+                layout.setdefault(m.edge, []).append(m)
+            for e, ms in layout.items():
+                ms.sort(key=lambda m: (float(anchor.edges[e].tangent @ m.pivot), m.name))
+        out: dict[str, _Target] = {}
+        for e, ordered in layout.items():
+            build = self._column_targets if column else self._edge_targets
+            out.update(build(anchor.edges[e], ordered, anchor))
+        return out
+
+    # ----------------------------------------------------------------- moves
+    def _path(self, m: _Member, target: _Target, anchor: _Anchor, margin: float
+              ) -> list[np.ndarray]:
+        """Footprint-centre path keeping the footprint ``margin`` off the anchor (docstring)."""
+        a, b = m.pivot, target.centre
+        minkowski = convex_hull_2d((anchor.hull[:, None, :]
+                                    - target.hull_rel[None, :, :]).reshape(-1, 2))
+        obstacle = convex_hull_2d((minkowski[:, None, :] + margin / math.cos(math.pi / 16)
+                                   * _DISC[None, :, :]).reshape(-1, 2))
+        head, tail = [a], [b]
+        if _inside(obstacle, a):
+            head.append(_exit_point(obstacle, a))
+        if _inside(obstacle, b):
+            tail.insert(0, _exit_point(obstacle, b))
+        return head[:-1] + _around(obstacle, head[-1], tail[0]) + tail[1:]
+
+    def _plan(self, m: _Member, target: _Target, anchor: _Anchor, lane_m: float) -> _Plan:
+        distance = float(np.linalg.norm(target.centre - m.pivot))
+        needed = distance > POSITION_TOL_M or abs(target.yaw_deg) > YAW_TOL_DEG
+        paths: tuple[list[np.ndarray], ...] = ([m.pivot, target.centre],)
+        if needed and distance > _EPS:
+            # Preferred: hug the anchor. Fallback when that endpoint collides with another
+            # member: the transit lane behind every seated member.
+            paths = (self._path(m, target, anchor, TRANSIT_MARGIN_M),
+                     self._path(m, target, anchor, lane_m))
+        priority = (_length(paths[0]) + abs(target.yaw_deg) / 180.0
+                    + (10.0 if m.penetrating else 0.0) + (5.0 if target.edge != m.edge else 0.0))
+        return _Plan(m, target, paths, needed, priority)
+
+    def _resolve(self, plans: list[_Plan], members: dict[str, _Member], anchor: _Anchor,
+                 cap: float) -> dict[str, _Move]:
+        """Endpoints within the cap that create no new overlap.
+
+        A member whose endpoint makes two footprints overlap more than they do now (or
+        itself overlap the anchor more) is the victim: the lower-priority mover of the pair.
+        A victim first switches to its next candidate path, then backs off along it in
+        ``BACKOFF_STEPS`` steps, down to not moving; this terminates because every round
+        moves some victim one step closer to not moving.
+        """
+        now = {n: m.hull_rel + m.pivot for n, m in members.items()}
+        prefix = {(p.name, c): _walk(path, cap) for p in plans for c, path in enumerate(p.paths)}
+        choice = {p.name: 0 for p in plans}
+        level = {p.name: BACKOFF_STEPS for p in plans}
+        by_name = {p.name: p for p in plans}
+        rank = {p.name: i for i, p in enumerate(plans)}   # plans come worst first
+        anchor_now = {p.name: _distance(now[p.name], anchor.hull) for p in plans}
+        pair_now: dict[tuple[str, str], float] = {}
+        names = sorted(members)
+
+        def endpoint(n: str) -> tuple[np.ndarray, np.ndarray] | None:
+            if n not in level or level[n] < 0:
+                return None
+            path = prefix[(n, choice[n])]
+            pt = _point_at(path, _length(path) * level[n] / BACKOFF_STEPS)
+            return pt, by_name[n].target.hull_rel + pt
+
+        while True:
+            ends = {n: endpoint(n) for n in names}
+            hulls = {n: now[n] if ends[n] is None else ends[n][1] for n in names}
+            victims = set()
+            for n in level:
+                if ends[n] is not None and (_distance(hulls[n], anchor.hull)
+                                            < min(anchor_now[n], 0.0) - _EPS):
+                    victims.add(n)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    if ends[a] is None and ends[b] is None:
+                        continue
+                    if (a, b) not in pair_now:
+                        pair_now[(a, b)] = _distance(now[a], now[b])
+                    if _distance(hulls[a], hulls[b]) < min(pair_now[(a, b)], 0.0) - _EPS:
+                        movers = [x for x in (a, b) if ends[x] is not None]
+                        victims.add(max(movers, key=rank.__getitem__))
+            if not victims:
+                break
+            for n in victims:
+                if level[n] == BACKOFF_STEPS and choice[n] + 1 < len(by_name[n].paths):
+                    choice[n] += 1
+                else:
+                    level[n] -= 1
+        out = {}
+        for n, end in ends.items():
+            if end is None:
+                continue
+            move = _Move(end[0], by_name[n].target.yaw_deg, end[1])
+            if (float(np.linalg.norm(move.point - members[n].pivot)) > 1e-7
+                    or abs(move.yaw_deg) > 1e-6):   # a backed-off move may have nothing left
+                out[n] = move
+        return out
+
+    def _nudges(self, moves: dict[str, _Move], members: dict[str, _Member], anchor: _Anchor,
+                want: int) -> dict[str, _Move]:
+        """Outward verification moves of still members until ``want`` members move."""
+        out = dict(moves)
+        hulls = {n: out[n].hull if n in out else m.hull_rel + m.pivot
+                 for n, m in members.items()}
+        for n in sorted(members):
+            if len(out) >= want:
+                break
+            if n in out:
+                continue
+            m = members[n]
+            if anchor.round or m.edge not in anchor.edges:
+                outward = m.pivot - anchor.centre
+                outward = outward / max(float(np.linalg.norm(outward)), 1e-12)
+            else:
+                outward = anchor.edges[m.edge].normal
+            hull = hulls[n] + outward * VERIFY_NUDGE_M
+            if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0) - _EPS
+                   for o in hulls if o != n):
+                continue
+            out[n] = _Move(m.pivot + outward * VERIFY_NUDGE_M, 0.0, hull, nudge=True)
+            hulls[n] = hull
+        return out
+
+    def _select(self, needed: list[_Plan], members: dict[str, _Member], anchor: _Anchor,
+                phase: Phase) -> dict[str, _Move]:
+        """Worst first, up to the phase's member limit, skipping members that cannot move."""
+        chosen: list[_Plan] = []
+        moves: dict[str, _Move] = {}
+        for plan in needed:
+            if phase.max_members is not None and len(chosen) >= phase.max_members:
+                break
+            trial = self._resolve(chosen + [plan], members, anchor, phase.cap_m)
+            if plan.name in trial:
+                chosen.append(plan)
+                moves = trial
+        return moves
+
+    def decide(self, poses: Mapping[str, np.ndarray], geometry: Mapping[str, Any], n: int,
+               phase: Phase | None = None) -> dict[str, Any]:
+        """The decision ``{"members", "converged", "reason_summary"}`` for iteration n."""
+        phase = phase or phase_for(n, len(self.member_ids))
+        anchor = self._anchor(poses, geometry)
+        members = self._members(poses, geometry)
+        targets = self.targets(members, anchor)
+        depth = max(float(np.ptp(t.hull_rel, axis=0).max()) for t in targets.values())
+        lane = self.clearance_m + depth + SLOT_GAP_M
+        plans = [self._plan(members[n_], targets[n_], anchor, lane) for n_ in self.member_ids]
+        needed = sorted((p for p in plans if p.needed), key=lambda p: (-p.priority, p.name))
+        if not needed and n > 1:
+            return {"members": {}, "converged": True,
+                    "reason_summary": "every member is at its slot, facing and clearance "
+                                      "target; nothing to move"}
+        worst = needed[0] if needed else None
+        cap, note = phase.cap_m, phase.label
+        beyond_cap = worst is not None and (
+            _length(_walk(worst.paths[0], phase.cap_m)) < _length(worst.paths[0]) - _EPS)
+        if worst is not None and worst.member.penetrating and (
+                len(needed) < phase.min_members if phase.name == "pattern" else beyond_cap):
+            cap, note = EXCEPTION_CAP_M, f"penetration exception for {worst.name}"
+            moves = self._resolve([worst], members, anchor, cap)
+        elif phase.max_members is None:
+            moves = self._resolve(needed, members, anchor, cap)
+        else:
+            moves = self._select(needed, members, anchor, phase)
+        real = len(moves)
+        short_of_pattern = (phase.name == "pattern" and cap == phase.cap_m
+                            and 0 < len(moves) < phase.min_members)
+        if short_of_pattern or (n == 1 and not moves):
+            member_cap = phase_for(4, len(self.member_ids)).cap_m
+            fits_later = len(needed) <= 3 and all(
+                _length(_walk(p.paths[0], member_cap)) >= _length(p.paths[0]) - _EPS
+                for p in needed)
+            if n > 1 and fits_later:
+                return {"members": {}, "converged": False,
+                        "reason_summary": f"{len(needed)} member(s) need small corrections; "
+                                          "they wait for the member phase (iter 4)"}
+            moves = self._nudges(moves, members, anchor, phase.min_members)
+        reassigned = [p.name for p in needed if p.name in moves and p.target.edge != p.member.edge]
+        return {"members": {name: self._delta(members[name], mv)
+                            for name, mv in sorted(moves.items())},
+                "converged": False,
+                "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
+                                                reassigned)}
+
+    @staticmethod
+    def _delta(m: _Member, move: _Move) -> dict[str, Any]:
+        d = move.point - m.pivot
+        return {"delta_xyz": [float(d[0]), float(d[1]), 0.0],
+                "delta_yaw_deg": float(move.yaw_deg) if abs(move.yaw_deg) > 1e-6 else 0.0}
+
+    def _summary(self, note: str, real: int, nudges: int, needed: int,
+                 reassigned: list[str]) -> str:
+        spec = self.spec
+        text = (f"{note}: {real} of {needed} member(s) off target moved toward their "
+                f"{spec['pattern']} slots ({spec['facing']}, clearance {self.clearance_m:g} m)")
+        if reassigned:
+            text += f", reassigning {', '.join(reassigned)} to another edge"
+        if nudges:
+            text += f", plus {nudges} {VERIFY_NUDGE_M} m verification move(s)"
+        return text + "."
