@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.blender_bin,
 
 def test_scene_round_trip_in_the_blender_binary(tmp_path: Path) -> None:
     from fixtures.scenes import build_scene
-    from worker.launch import resolve_blender, run_job as launch
+    from worker.launch import resolve_blender
+    from worker.launch import run_job as launch
 
     backend = resolve_blender(BLENDER, None, env={})
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from island_tools import atomic, frames
-from island_tools.scene import contract, ledger as ledger_mod, verify
+from island_tools.scene import contract, verify
+from island_tools.scene import ledger as ledger_mod
 from island_tools.scene.errors import EXIT_RELATION_GRAPH, RelationGraphError
 from island_tools.scene.ledger import Ledger
 from island_tools.scene.relation_graph import parse_relation_graph, unsafe_id_reason

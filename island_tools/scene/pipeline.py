@@ -611,7 +611,7 @@ class ScenePipeline:
                                exc.exit_code)
         except (KeyboardInterrupt, SystemExit):
             raise
-        except Exception as exc:  # noqa: BLE001 - groups are independent: record, go on
+        except Exception as exc:
             msg = " ".join(f"internal: {type(exc).__name__}: {exc}".split())
             self._group_failed(gid, g.get("current_round", 0), msg, type(exc).__name__,
                                EXIT_INTERNAL)
