@@ -361,8 +361,6 @@ class CommandPolicy:
             proc.communicate()
             raise AgentError(f"{where} timed out after {self.timeout_s:g} s and was killed",
                              fix="make the agent answer faster or raise --timeout") from None
-        except BrokenPipeError:
-            out, err = proc.communicate()
         if proc.returncode != 0:
             tail = " ".join((err or "").strip().splitlines()[-1:])[-_STDERR_TAIL:]
             raise AgentError(f"{where} exited {proc.returncode}" + (f": {tail}" if tail else ""),
@@ -547,16 +545,23 @@ def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings
               generated_by: str | None = None) -> RunReport:
     """Drive one group through the contract's loop with ``policy`` (see the module docstring).
 
-    Raises only for bad arguments (UsageError) and an unusable group (init_iter0's errors);
-    every failure inside the loop is recorded, stops the run and sets ``exit_code``.
+    Raises UsageError only for bad arguments (policy, max_iter, timeout). Every failure of
+    the group itself - unreadable inputs, another run active, init_iter0, any iteration -
+    is returned as a RunReport with ``ok`` False and the failure's exit code.
     """
     if max_iter < 1:
         raise UsageError(f"--max-iter must be >= 1, got {max_iter}", fix="pass e.g. 20")
-    group = load_group(group_dir)
-    with _run_lock(group.root):
-        pol = make_policy(policy, timeout_s, model, generated_by)
+    pol = make_policy(policy, timeout_s, model, generated_by)
+    with contextlib.ExitStack() as stack:
         started = utc_now()
-        init_iter0(group.root, settings, run_job, progress)
+        try:
+            group = load_group(group_dir)
+            stack.enter_context(_run_lock(group.root))
+            init_iter0(group.root, settings, run_job, progress)
+        except IslandError as exc:
+            stop = f"init_iter0 failed (exit {exc.exit_code})"
+            return RunReport(None, stop, [], report_text(None, stop, [], {}, None), False,
+                             [exc.one_line()], exc.exit_code, None)
         log = _RunLog(group, pol, settings, max_iter, started)
         log.save()
         return _loop(group, pol, settings, run_job, max_iter, progress, log)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import atomic
 from .errors import WorkerError
@@ -42,6 +42,8 @@ ANCHOR_COLOR = (30, 60, 200)
 LABEL_BG = (255, 255, 255)
 LABEL_BG_PENETRATING = (255, 170, 170)
 RENDER_KEYS = ("resolution", "bev_metres_per_pixel", "bev_center_xy")
+
+ToPixel = Callable[[float, float], tuple[int, int]]
 
 
 def upscale_factor(resolution: int) -> int:
@@ -102,8 +104,8 @@ def annotate_bev(bev_png: Path, out_png: Path, geometry: Mapping[str, Any],
     atomic.write_bytes(out_png, buf.getvalue())
 
 
-def _anchor(draw: ImageDraw.ImageDraw, anchor: Mapping[str, Any], at: Any, px_per_m: float,
-            font: Any, line: int) -> None:
+def _anchor(draw: ImageDraw.ImageDraw, anchor: Mapping[str, Any], at: ToPixel,
+            px_per_m: float, font: Any, line: int) -> None:
     if not anchor.get("centre"):
         return
     cx, cy = anchor["centre"]
@@ -124,7 +126,7 @@ def _anchor(draw: ImageDraw.ImageDraw, anchor: Mapping[str, Any], at: Any, px_pe
 
 
 def _segment(draw: ImageDraw.ImageDraw, start: tuple[float, float], direction: list[float],
-             length_m: float, at: Any, color: tuple[int, int, int], width: int,
+             length_m: float, at: ToPixel, color: tuple[int, int, int], width: int,
              head: bool) -> None:
     x, y = start
     dx, dy = direction
@@ -137,8 +139,8 @@ def _segment(draw: ImageDraw.ImageDraw, start: tuple[float, float], direction: l
                      fill=color)
 
 
-def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: Any, font: Any,
-            line: int) -> None:
+def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: ToPixel,
+            font: Any, line: int) -> None:
     centre = m.get("footprint_centre")
     if not centre:
         return

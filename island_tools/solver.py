@@ -391,7 +391,6 @@ class _Move:
     point: np.ndarray
     yaw_deg: float
     hull: np.ndarray
-    nudge: bool = False
 
 
 class Solver:
@@ -617,7 +616,7 @@ class Solver:
             out[m.name] = _Target("ring", anchor.centre + r * dirs[j], yaw, hull)
         return out
 
-    def targets(self, members: dict[str, _Member], anchor: _Anchor) -> dict[str, _Target]:
+    def _targets(self, members: dict[str, _Member], anchor: _Anchor) -> dict[str, _Target]:
         """The target pose of every member (see the module docstring)."""
         if anchor.round:
             return self._ring_targets(members, anchor)
@@ -694,7 +693,7 @@ class Solver:
 
         while True:
             ends = {n: endpoint(n) for n in names}
-            hulls = {n: now[n] if ends[n] is None else ends[n][1] for n in names}
+            hulls = {n: now[n] if (end := ends[n]) is None else end[1] for n in names}
             victims = set()
             for n in level:
                 if ends[n] is not None and (_distance(hulls[n], anchor.hull)
@@ -747,7 +746,7 @@ class Solver:
             if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0) - _EPS
                    for o in hulls if o != n):
                 continue
-            out[n] = _Move(m.pivot + outward * VERIFY_NUDGE_M, 0.0, hull, nudge=True)
+            out[n] = _Move(m.pivot + outward * VERIFY_NUDGE_M, 0.0, hull)
             hulls[n] = hull
         return out
 
@@ -771,10 +770,11 @@ class Solver:
         phase = phase or phase_for(n, len(self.member_ids))
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
-        targets = self.targets(members, anchor)
+        targets = self._targets(members, anchor)
         depth = max(float(np.ptp(t.hull_rel, axis=0).max()) for t in targets.values())
         lane = self.clearance_m + depth + SLOT_GAP_M
-        plans = [self._plan(members[n_], targets[n_], anchor, lane) for n_ in self.member_ids]
+        plans = [self._plan(members[name], targets[name], anchor, lane)
+                 for name in self.member_ids]
         needed = sorted((p for p in plans if p.needed), key=lambda p: (-p.priority, p.name))
         if not needed and n > 1:
             return {"members": {}, "converged": True,

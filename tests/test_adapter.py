@@ -34,7 +34,7 @@ from island_tools.adapter import (
     write_decision,
 )
 from island_tools.config import Settings
-from island_tools.errors import EXIT_SANITY, EXIT_TRANSFORMS, TransformsError
+from island_tools.errors import EXIT_SANITY, EXIT_TARGET_SPEC, EXIT_TRANSFORMS, TransformsError
 from island_tools.iteration import init_iter0, iter_step, sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -441,6 +441,17 @@ def test_unknown_policy_is_a_usage_error_before_anything_changes(group: Path) ->
     with pytest.raises(UsageError, match="unknown policy 'magic'"):
         run(group, "magic")
     assert snapshot(group) == before
+
+
+def test_a_broken_group_is_a_failed_report_not_an_exception(templates: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    g = fresh(templates, tmp_path)
+    (g / "target_spec.json").unlink()
+    report = run(g, "solver")
+    assert not report.ok and report.exit_code == EXIT_TARGET_SPEC
+    assert report.stop_reason == f"init_iter0 failed (exit {EXIT_TARGET_SPEC})"
+    assert "target_spec.json" in report.errors[0] and report.run_json is None
+    assert not (g / "simple_refiner").exists()
 
 
 # ------------------------------------------------------------------------------ CLI
