@@ -1,4 +1,6 @@
-"""DIRECTORYS.yaml: defaults for the Blender backend and the renders. CLI flags override it.
+"""DIRECTORYS.yaml: defaults for the Blender backend, the renders and the warm worker.
+
+CLI flags override it (``--no-daemon`` sets ``daemon: false``).
 
 Lookup: ``--config PATH``, else ``$ISLAND_REFINER_CONFIG``, else ``DIRECTORYS.yaml`` at the
 repository root. A missing default file means built-in defaults; a malformed one is a
@@ -16,6 +18,8 @@ from .errors import UsageError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "DIRECTORYS.yaml"
 ENGINES = ("workbench", "cycles")
+KEYS = ("blender_bin", "engine", "resolution", "samples", "daemon", "daemon_idle_s",
+        "daemon_max_jobs", "daemon_max_rss_mb")
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,11 @@ class Settings:
     engine: str = "workbench"
     resolution: int = 512
     samples: int = 16
+    # The warm worker (worker/daemon.py): use it, and the limits a newly started one gets.
+    daemon: bool = True
+    daemon_idle_s: float = 300.0
+    daemon_max_jobs: int = 200
+    daemon_max_rss_mb: int = 2048
 
     def render_job(self) -> dict[str, Any]:
         return {"engine": self.engine, "resolution": self.resolution, "samples": self.samples}
@@ -53,8 +62,29 @@ def _check(key: str, value: Any, file: str) -> Any:
             raise UsageError(f"must be an integer in 0..65536, got {value!r}", file=file,
                              field=key, fix=fix)
         return value
+    if key == "daemon":
+        if not isinstance(value, bool):
+            raise UsageError(f"must be true or false, got {value!r}", file=file, field=key,
+                             fix=fix)
+        return value
+    if key == "daemon_idle_s":
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not 0.0 < value <= 86400.0):
+            raise UsageError(f"must be a number of seconds in (0, 86400], got {value!r}",
+                             file=file, field=key, fix=fix)
+        return float(value)
+    if key == "daemon_max_jobs":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"must be an integer >= 1, got {value!r}", file=file, field=key,
+                             fix=fix)
+        return value
+    if key == "daemon_max_rss_mb":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 64:
+            raise UsageError(f"must be an integer >= 64 (MiB), got {value!r}", file=file,
+                             field=key, fix=fix)
+        return value
     raise UsageError("unknown key", file=file, field=key,
-                     fix="allowed keys: blender_bin, engine, resolution, samples")
+                     fix="allowed keys: " + ", ".join(KEYS))
 
 
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:

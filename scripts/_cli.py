@@ -36,12 +36,16 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--resolution", type=int, default=None, help="square render size in px")
     p.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--no-daemon", action="store_true",
+                   help="run Blender in this process (or as a subprocess) instead of on the "
+                        "warm worker; default: DIRECTORYS.yaml::daemon (true)")
     return p
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     return with_overrides(load_settings(args.config), blender_bin=args.blender_bin,
-                          engine=args.engine, resolution=args.resolution, samples=args.samples)
+                          engine=args.engine, resolution=args.resolution, samples=args.samples,
+                          daemon=False if getattr(args, "no_daemon", False) else None)
 
 
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
@@ -51,10 +55,18 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def job_runner(settings: Settings):
+    """(backend, run_job): the warm worker when ``worker.daemon.daemon_allowed`` says so
+    (DIRECTORYS.yaml ``daemon``, ``--no-daemon``, $ISLAND_REFINER_DAEMON, off under pytest/CI),
+    else Blender in this process or as a subprocess per job."""
+    from worker.daemon import DaemonOptions, daemon_allowed
     from worker.launch import resolve_blender, run_job
 
     backend = resolve_blender(settings.blender_bin, None)
-    return backend, (lambda job: run_job(job, backend))
+    daemon = None
+    if daemon_allowed(settings.daemon):
+        daemon = DaemonOptions(idle_s=settings.daemon_idle_s, max_jobs=settings.daemon_max_jobs,
+                               max_rss_mb=settings.daemon_max_rss_mb)
+    return backend, (lambda job: run_job(job, backend, daemon=daemon))
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:

@@ -24,6 +24,11 @@ that writes a result but then exits non-zero (a crash at shutdown is still a fai
 Embedded: exceptions propagate unchanged (IslandErrors as themselves, bugs with their
 traceback). Binary results carry an extra ``process_seconds`` (wall time of the subprocess).
 The job must be plain JSON in both cases (numpy arrays go through npz files).
+
+``run_job(job, backend, daemon=DaemonOptions(...))`` hands the job to the warm worker for
+``backend`` instead (``worker/daemon.py``: one long-lived Blender per backend, started on
+demand); results and errors are the same as the subprocess path's, without
+``process_seconds``. The CLIs decide with ``worker.daemon.daemon_allowed``.
 """
 from __future__ import annotations
 
@@ -40,10 +45,13 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from island_tools.errors import (
     ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError)
+
+if TYPE_CHECKING:
+    from .daemon import DaemonOptions
 
 ENTRY = Path(__file__).resolve().with_name("entry.py")
 EMBEDDED_VALUES = ("bpy", "embedded")
@@ -250,8 +258,13 @@ def blender_output_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S) -> dict:
-    """Run one worker job on ``backend`` (in-process for embedded, subprocess for a binary)."""
+def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
+            daemon: DaemonOptions | None = None) -> dict:
+    """Run one worker job on ``backend``: on its warm worker when ``daemon`` is given, else
+    in-process for embedded and as a subprocess for a binary."""
+    if daemon is not None:
+        from .daemon import run_job as run_on_daemon
+        return run_on_daemon(job, backend, daemon, timeout=timeout)
     if backend.embedded:
         from worker.jobs import run_job as run_in_process
         with blender_output_to_stderr():
