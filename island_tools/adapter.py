@@ -76,13 +76,12 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from . import atomic
 from .config import Settings
-from .errors import EXIT_INTERNAL, IslandError, TransformsError, UsageError
+from .errors import EXIT_AGENT, EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
 from .iteration import (REFINER_DIR, Group, RunJob, check_iteration_number, completed_iters,
                         init_iter0, is_complete, iter_step, load_group, sha256_file, utc_now)
 from .jsonio import loads_strict, read_object
 from .schemas import FORBIDDEN_TRANSFORM_KEYS, Transforms, parse_transforms
 
-EXIT_AGENT = 9
 MIN_ITER = 5
 DEFAULT_MAX_ITER = 20
 EMPTY_STOP = 3
@@ -100,12 +99,6 @@ _RUN_LOCK = ".island_agent_run.lock"
 _STDERR_TAIL = 300
 
 Progress = Callable[[str], None]
-
-
-class AgentError(IslandError):
-    """The external agent command failed: timeout, non-zero exit or unusable output."""
-
-    exit_code = EXIT_AGENT
 
 
 # --------------------------------------------------------------------------- policy

@@ -16,6 +16,9 @@ Exit codes (the contract's 0/4/5/6 plus the ones this project documents):
 7     Blender/worker failure (file saved by a newer Blender, render failed,
       Blender binary missing or crashed)
 8     group inputs invalid: metadata.json / island.blend missing or malformed
+9     the external agent command failed (timeout, non-zero exit, output that is not
+      one JSON decision) - scripts/agent.py run
+20-22 scene pipeline outcomes (island_tools/scene/errors.py)
 ====  ==========================================================================
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ EXIT_TARGET_SPEC = 5
 EXIT_GEOMETRY = 6
 EXIT_WORKER = 7
 EXIT_GROUP_INPUT = 8
+EXIT_AGENT = 9
 
 
 class IslandError(Exception):
@@ -88,6 +92,12 @@ class GroupInputError(IslandError):
     exit_code = EXIT_GROUP_INPUT
 
 
+class AgentError(IslandError):
+    """The external agent command failed: timeout, non-zero exit or unusable output."""
+
+    exit_code = EXIT_AGENT
+
+
 ERROR_CLASSES = {cls.__name__: cls for cls in (
     IslandError, UsageError, TransformsError, SanityError, TargetSpecError, GeometryError,
-    WorkerError, BlendVersionError, GroupInputError)}
+    WorkerError, BlendVersionError, GroupInputError, AgentError)}
