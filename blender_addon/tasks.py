@@ -293,27 +293,18 @@ def place_transforms(group_dir: str | os.PathLike[str], source: str | os.PathLik
 
 
 def solver_decision(group_dir: str | os.PathLike[str], n: int) -> dict:
-    """The built-in geometric agent's ``iter_N/transforms.json`` from ``iter_(N-1)``'s geometry."""
-    from island_tools import atomic
-    from island_tools.errors import GroupInputError, UsageError
-    from island_tools.greedy_agent import propose, transforms_doc
-    from island_tools.iteration import sha256_file
-    from island_tools.jsonio import read_object
+    """The built-in solver's ``iter_N/transforms.json`` from ``iter_(N-1)``, written through the
+    agent adapter (contract and magnitude-policy checks, truthful ``_island_meta``)."""
+    from island_tools.adapter import SolverPolicy, phase_for, write_decision
+    from island_tools.iteration import load_group
 
-    root = Path(group_dir)
-    if n != next_iter(root):
-        raise UsageError(f"the solver can only write the next iteration ({next_iter(root)}), "
-                         f"not {n}", file=str(root))
-    refiner = root / REFINER_DIR
-    geometry = read_object(refiner / f"iter_{n - 1}" / "geometry.json", GroupInputError,
-                           "geometry.json", f"rerun iteration {n - 1}")
-    masked = root / "masked.png"
-    image = masked if masked.is_file() else refiner / f"iter_{n - 1}" / "render_bev.png"
-    doc = transforms_doc(propose(geometry, n), n, sha256_file(image),
-                         generated_by="blender_addon solver step")
-    (refiner / f"iter_{n}").mkdir(exist_ok=True)
-    atomic.write_json(refiner / f"iter_{n}" / "transforms.json", doc)
-    return doc
+    group = load_group(group_dir)
+    policy = SolverPolicy(model=None, generated_by="blender_addon solver step")
+    phase = phase_for(n, len(group.metadata.refined_members))
+    decision = policy.decide(group, n, phase, max_iter=n)
+    write_decision(group_dir, n, decision, model=policy.model,
+                   generated_by=policy.generated_by)
+    return json.loads((group.iter_dir(n) / "transforms.json").read_text(encoding="utf-8"))
 
 
 def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
@@ -330,11 +321,11 @@ def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
 
     from island_tools import frames
     from island_tools.errors import TransformsError
-    from island_tools.iteration import _load_meshes, load_current_poses, load_group
+    from island_tools.iteration import load_current_poses, load_group, load_meshes
 
     group = load_group(group_dir)
     prev = load_current_poses(group, n - 1)
-    meshes, _ = _load_meshes(group)
+    meshes, _ = load_meshes(group)
     fix = "only move members along the floor and turn them about Z"
     members: dict[str, dict] = {}
     for name in group.metadata.members:
@@ -394,23 +385,9 @@ def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[
 
 def member_geometry(group_dir: str | os.PathLike[str], n: int) -> dict:
     """Recompute ``iter_N/geometry.json`` from that iteration's read-back poses."""
-    from island_tools import atomic
-    from island_tools.iteration import (
-        _forward_axes,
-        _geometry,
-        _load_meshes,
-        group_lock,
-        load_current_poses,
-        load_group,
-    )
+    from island_tools.iteration import recompute_geometry
 
-    group = load_group(group_dir)
-    with group_lock(group.root):
-        poses = load_current_poses(group, n)
-        meshes, props = _load_meshes(group)
-        geometry = _geometry(group, meshes, _forward_axes(group, meshes, props), poses, n)
-        atomic.write_json(group.iter_dir(n) / "geometry.json", geometry)
-    return geometry
+    return recompute_geometry(group_dir, n)
 
 
 def render_iteration(group_dir: str | os.PathLike[str], n: int, settings, run_job: RunJob,

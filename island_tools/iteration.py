@@ -156,7 +156,7 @@ def _poses_from_job(result: dict[str, Any], members: tuple[str, ...]) -> dict[st
     return {m: frames.as_matrix(poses[m]) for m in members}
 
 
-def _load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
+def load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
     path = group.root / MESH_CACHE
     try:
         meshes, props = meshcache.load(path)
@@ -170,7 +170,7 @@ def _load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
     return meshes, props
 
 
-def _forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
+def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
                   ) -> dict[str, Any]:
     """forward_axes.json: computed once per group and cached; overrides win."""
     path = group.root / FORWARD_AXES
@@ -298,8 +298,8 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         _log(progress, "[init_iter0] opening island, exporting meshes")
         run_job({**base_job, "render": None, "export_meshes": str(stage / MESH_CACHE)})
         os.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
-        meshes, props = _load_meshes(group)
-        axes = _forward_axes(group, meshes, props)
+        meshes, props = load_meshes(group)
+        axes = forward_axes(group, meshes, props)
         _log(progress, "[init_iter0] rendering iter_0")
         result = run_job({**base_job, "render": _render_job(settings, axes),
                           "export_meshes": None})
@@ -403,8 +403,8 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
         check_iteration_number(group, n)
         iter_dir = group.iter_dir(n)
         transforms = load_transforms(iter_dir / "transforms.json", n, group.metadata)
-        meshes, _ = _load_meshes(group)
-        axes = _forward_axes(group, meshes, {})
+        meshes, _ = load_meshes(group)
+        axes = forward_axes(group, meshes, {})
         prev = load_current_poses(group, n - 1)
         planned = plan_poses(prev, transforms, meshes)
         with staging_dir(group.refiner, f"iter_{n}") as stage:
@@ -437,3 +437,15 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
                               current_state_doc(group, n, read_back, meshes))
             _move_outputs(stage, iter_dir, ITER_OUTPUTS)
     return StepResult(n, iter_dir, transforms.trivial, geometry, info, list(transforms.warnings))
+
+
+def recompute_geometry(group_dir: str | os.PathLike[str], n: int) -> dict[str, Any]:
+    """Rewrite ``iter_N/geometry.json`` from that iteration's read-back poses (e.g. after a
+    forward-axis override was added)."""
+    group = load_group(group_dir)
+    with group_lock(group.root):
+        poses = load_current_poses(group, n)
+        meshes, props = load_meshes(group)
+        geometry = _geometry(group, meshes, forward_axes(group, meshes, props), poses, n)
+        atomic.write_json(group.iter_dir(n) / "geometry.json", geometry)
+    return geometry

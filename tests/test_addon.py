@@ -19,7 +19,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from island_tools import atomic
-from island_tools.greedy_agent import propose, transforms_doc
+from island_tools.greedy_agent import transforms_doc
 from island_tools.iteration import sha256_file
 
 pytestmark = pytest.mark.bpy
@@ -198,14 +198,17 @@ def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
     cli("iter_step.py", group_b, config, "--iter", "1")
     assert artifacts(group_a, 1) == artifacts(group_b, 1)
 
-    # one iteration with the built-in solver: the same decision the library's agent makes
+    # one iteration with the built-in solver: the same decision the adapter writes for agents
     assert bpy.ops.island.solver_step() == {"FINISHED"}
     written = json.loads((group_a / "simple_refiner/iter_2/transforms.json").read_text())
-    expected = propose(artifacts(group_a, 1)[1], 2)["members"]
-    assert written["members"] == expected and written["members"]
-    (group_b / "simple_refiner/iter_2").mkdir()
-    shutil.copy(group_a / "simple_refiner/iter_2/transforms.json",
-                group_b / "simple_refiner/iter_2/transforms.json")
+    from island_tools.adapter import SolverPolicy, phase_for, write_decision
+    from island_tools.iteration import load_group
+    policy = SolverPolicy(model=None, generated_by="test")
+    decision = policy.decide(load_group(group_b), 2, phase_for(2, 6), 2)
+    write_decision(group_b, 2, decision, model="solver", generated_by="test")
+    expected = json.loads((group_b / "simple_refiner/iter_2/transforms.json").read_text())
+    assert written["members"] == expected["members"] and written["members"]
+    assert written["_island_meta"]["model"] == "solver"
     cli("iter_step.py", group_b, config, "--iter", "2")
     assert artifacts(group_a, 2) == artifacts(group_b, 2)
 
