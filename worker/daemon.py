@@ -89,8 +89,10 @@ processes behind - and ON everywhere else. Tests that want one set
 
 Output equivalence (tests/test_daemon.py)
 -----------------------------------------
-Renders, poses and every JSON output (info.json's timings aside) are identical through the
-daemon and in a fresh ``--no-daemon`` process. ``island.blend`` is not byte-identical between
+Renders are pixel-identical through the daemon and in a fresh ``--no-daemon`` process (the
+PNGs' text chunks carry Blender's render stamp - date, render time, the .blend path with the
+staging directory's pid - so their bytes differ between any two calls); poses and every JSON
+output are identical (info.json's timings aside). ``island.blend`` is not byte-identical between
 ANY two saves, daemon or not: Blender 5.0 writes stable pointer ids, but (1) ``FileGlobal``
 carries uninitialised bytes (the tail of ``colorspace_scene_linear_name`` after its NUL, and
 ``_pad2``), different in every process; (2) every ID's runtime ``session_uid`` is a

@@ -96,6 +96,14 @@ def binary_version(path: str) -> str:
 
 
 def _embedded_version() -> str:
+    # The wheel's dist-info beside the package names the version; importlib.metadata finds
+    # the same but costs ~30 ms, a tenth of a warm step's client side.
+    spec = importlib.util.find_spec("bpy")
+    if spec is not None and spec.origin:
+        site = Path(spec.origin).resolve().parent.parent
+        found = sorted(site.glob("bpy-*.dist-info"))
+        if len(found) == 1:
+            return found[0].name[len("bpy-"):-len(".dist-info")]
     try:
         from importlib.metadata import PackageNotFoundError, version
         return version("bpy")
