@@ -16,7 +16,8 @@ value came from. Nothing found at all -> WorkerError.
 ``run_job(job, backend)``: embedded -> ``worker.jobs.run_job`` in this process; binary ->
 ``BLENDER --background --factory-startup --disable-autoexec --python-exit-code 1 --python
 worker/entry.py -- job.json result.json`` in a temporary directory (stdout/stderr captured,
-timeout default 600 s). A result carrying ``"error"`` is re-raised as the matching
+timeout default 600 s; the Blender gets SIGKILL if this process dies, ``worker.lifetime``).
+A result carrying ``"error"`` is re-raised as the matching
 ``island_tools.errors`` class with the same message; ``InternalError`` (a bug inside the
 worker) becomes an ``IslandError`` with exit code 1. A Blender that dies without writing a
 result -> WorkerError with the last meaningful stderr line and the exit status; so does one
@@ -49,6 +50,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 from island_tools.errors import (
     ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError)
+
+from .lifetime import die_with_parent
 
 if TYPE_CHECKING:
     from .daemon import DaemonOptions
@@ -189,11 +192,13 @@ def _child_env(backend: Backend) -> dict[str, str]:
 
 def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mapping
          ) -> subprocess.CompletedProcess:
-    """Run Blender in its own process group; on timeout the whole group is killed."""
+    """Run Blender in its own process group; on timeout the whole group is killed. It also
+    dies with this process (PR_SET_PDEATHSIG, ``worker.lifetime``): a render node's worker
+    killed with SIGKILL leaves no orphan Blender."""
     try:
         popen = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, errors="replace", env=env,
-                                 start_new_session=True)
+                                 start_new_session=True, preexec_fn=die_with_parent())
     except OSError as exc:
         raise WorkerError(f"cannot start Blender {backend.path}: {exc}") from None
     try:
