@@ -6,10 +6,14 @@
                   [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
                   [--config YAML] [--quiet]
     island-refine report DIR
+    island-refine batch SCENE_DIR... [--cluster local|tcp://HOST:PORT|slurm|pbs]
+                  [--workers N] [--retries K] [--print-job-script] [run flags above]
 
 Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds, score gate)
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
-command after a crash; completed groups are skipped, unfinished ones redone.
+command after a crash; completed groups are skipped, unfinished ones redone. ``batch`` runs
+many scenes on Dask, one task per island (docs/BATCH.md); its exit code is 0 when every
+scene finished with every island completed, 21 when any island or scene failed.
 
 Exit codes: 0 every flagged group completed; 2 usage (bad flag, another run active, inputs
 changed since the last run without --restart); 6 geometry; 7 Blender/worker; 8 the input
@@ -40,11 +44,7 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="island-refine", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command")
-    run = sub.add_parser("run", help="run (or resume) the pipeline on a scene directory")
-    run.add_argument("--scene-dir", required=True, help="holds inputs/ and blend/")
+def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--policy", default="solver",
                      help="'solver' (default) or 'command:<shell command>' (external agent)")
     run.add_argument("--max-iter", type=int, default=20, help="iterations per round (20)")
@@ -65,9 +65,40 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--samples", type=int, default=None)
     run.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="island-refine", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run (or resume) the pipeline on a scene directory")
+    run.add_argument("--scene-dir", required=True, help="holds inputs/ and blend/")
+    _add_run_flags(run)
     rep = sub.add_parser("report", help="print the ledger and metrics as tables")
     rep.add_argument("scene_dir")
-    for s in (run, rep):
+    bat = sub.add_parser("batch", help="refine many scenes on Dask, one task per island")
+    bat.add_argument("scene_dirs", nargs="*", metavar="SCENE_DIR")
+    bat.add_argument("--cluster", default="local",
+                     help="'local' (default: a LocalCluster, one single-threaded worker per "
+                          "core), 'tcp://HOST:PORT' (a farm scheduler), 'slurm' or 'pbs' "
+                          "(dask-jobqueue)")
+    bat.add_argument("--workers", type=int, default=None,
+                     help="local: worker processes (default: one per core); slurm/pbs: jobs")
+    bat.add_argument("--retries", type=int, default=2,
+                     help="extra tries of a failing task, and worker deaths a task may cause "
+                          "(allowed-failures) before it is recorded failed (2)")
+    bat.add_argument("--print-job-script", action="store_true",
+                     help="slurm/pbs: print the generated job script and exit")
+    bat.add_argument("--queue", default=None, help="slurm/pbs queue (partition)")
+    bat.add_argument("--account", default=None, help="slurm/pbs account")
+    bat.add_argument("--walltime", default="04:00:00", help="slurm/pbs job walltime")
+    bat.add_argument("--memory", default="8GB", help="slurm/pbs memory per job")
+    bat.add_argument("--job-directive", action="append", default=[], metavar="LINE",
+                     help="extra scheduler directive for the job script (repeatable)")
+    bat.add_argument("--log-dir", default=None,
+                     help="worker logs (Blender output); default: a temp dir named after "
+                          "the run")
+    _add_run_flags(bat)
+    for s in (run, rep, bat):
         s.error = p.error  # type: ignore[method-assign]
     return p
 
@@ -78,11 +109,13 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("run", "report", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "report", "batch", "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args.scene_dir)
+    if args.command == "batch":
+        return _batch(args, argv)
     # A scheduler's SIGTERM unwinds like an exception, so the run is marked failed.
     previous = signal.signal(signal.SIGTERM, _terminate)
 
@@ -104,6 +137,46 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(state.get('islands_failed', []))} failed; "
               f"{pipeline.paths.output_blend}; {pipeline.paths.metrics}")
         return code
+
+    try:
+        return run_main(PROG, body)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _batch(args: argparse.Namespace, argv: list[str]) -> int:
+    from scripts.batch import CLUSTERS, ClusterOptions, execute, print_job_script, render_table
+
+    if args.cluster not in CLUSTERS and "://" not in args.cluster:
+        print(f"[{PROG}] error (exit 2): --cluster must be local, slurm, pbs or a scheduler "
+              f"address like tcp://HOST:8786, not {args.cluster!r}", file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1 or args.retries < 0:
+        print(f"[{PROG}] error (exit 2): --workers must be >= 1 and --retries >= 0",
+              file=sys.stderr)
+        return 2
+    cluster = ClusterOptions(spec=args.cluster, workers=args.workers, retries=args.retries,
+                             queue=args.queue, account=args.account, walltime=args.walltime,
+                             memory=args.memory, job_directives=tuple(args.job_directive))
+    if args.print_job_script:
+        return print_job_script(cluster)
+    if not args.scene_dirs:
+        print(f"[{PROG}] error (exit 2): batch needs at least one SCENE_DIR", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _terminate)
+
+    def body() -> int:
+        from island_tools.scene.pipeline import RunOptions
+
+        settings = settings_from(args)
+        options = RunOptions(policy=args.policy, max_iter=args.max_iter,
+                             max_rounds=args.max_rounds, min_delta=args.min_delta,
+                             timeout_s=args.timeout_s, restart=args.restart, settings=settings)
+        options.check()
+        result = execute(args.scene_dirs, options, cluster, argv=argv, quiet=args.quiet,
+                         log_dir=args.log_dir)
+        sys.stdout.write(render_table(result))
+        return result.exit_code
 
     try:
         return run_main(PROG, body)

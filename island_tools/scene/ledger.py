@@ -14,10 +14,17 @@ Tables (every row is an event; triggers refuse UPDATE and DELETE):
 * ``failures``   run_id, group_id (NULL for run-level), stage, error_type, exit_code, message
 
 Crash safety: WAL journal, ``synchronous=FULL`` and one transaction per event, so a kill -9
-loses at most the event being written. A run's status is its latest ``runs`` event; a run
-whose latest event is ``started`` but whose process is gone is marked ``failed`` by the next
-run (:meth:`Ledger.mark_dead_runs`): the caller holds the scene lock, so no live run on this
-machine can be running; pid + process start time + boot id identify the process exactly.
+loses at most the event being written. Several processes may write (a batch's island tasks):
+the connection's 30 s busy timeout makes a writer wait for another's transaction instead of
+failing. A batch island's events are collected by a :class:`BufferedLedger` and appended in
+ONE transaction (:meth:`Ledger.append_group_block`) that is skipped when the run already
+holds a terminal event for the group, so replaying it after a crash never duplicates rows.
+
+A run's status is its latest ``runs`` event; a run whose latest event is ``started`` but
+whose process is gone is marked ``failed`` by the next run (:meth:`Ledger.mark_dead_runs`):
+the caller holds the scene lock, so no live run on this machine can be running; pid +
+process start time + boot id identify the process exactly (a batch run's process is its
+orchestrator, :class:`ProcessIdentity`).
 """
 from __future__ import annotations
 
@@ -109,6 +116,25 @@ def process_alive(pid: int | None, proc_start: int | None, boot: str | None) -> 
 
 
 @dataclass(frozen=True)
+class ProcessIdentity:
+    """The process that owns a run: when it is gone, the run died (see ``mark_dead_runs``).
+    A batch run is owned by its orchestrator, not by the worker that writes the row."""
+
+    pid: int
+    proc_start: int | None
+    boot_id: str | None
+    host: str
+
+    @classmethod
+    def current(cls) -> "ProcessIdentity":
+        pid = os.getpid()
+        return cls(pid, process_start(pid), boot_id(), socket.gethostname())
+
+
+TERMINAL_GROUP_EVENTS = ("completed", "failed")
+
+
+@dataclass(frozen=True)
 class DeadRun:
     run_id: str
     pid: int | None
@@ -136,11 +162,12 @@ class Ledger:
                           tuple(values.values()))
 
     # ------------------------------------------------------------------ runs
-    def run_started(self, run_id: str, argv: Iterable[str]) -> None:
-        pid = os.getpid()
-        self._insert("runs", run_id=run_id, event="started", pid=pid,
-                     proc_start=process_start(pid), boot_id=boot_id(),
-                     host=socket.gethostname(), argv=json.dumps(list(argv)))
+    def run_started(self, run_id: str, argv: Iterable[str],
+                    owner: ProcessIdentity | None = None) -> None:
+        owner = owner or ProcessIdentity.current()
+        self._insert("runs", run_id=run_id, event="started", pid=owner.pid,
+                     proc_start=owner.proc_start, boot_id=owner.boot_id, host=owner.host,
+                     argv=json.dumps(list(argv)))
 
     def run_finished(self, run_id: str, exit_code: int, detail: str = "") -> None:
         self._insert("runs", run_id=run_id, event="finished", exit_code=exit_code,
@@ -163,11 +190,16 @@ class Ledger:
         keys = ("run_id", "pid", "proc_start", "boot_id", "host", "started_utc")
         return [dict(zip(keys, row)) for row in rows]
 
-    def mark_dead_runs(self) -> list[DeadRun]:
-        """Mark every 'running' run whose process is gone as failed (caller holds the lock)."""
+    def mark_dead_runs(self, exclude: Iterable[str] = ()) -> list[DeadRun]:
+        """Mark every 'running' run whose process is gone as failed (caller holds the lock).
+
+        ``exclude``: runs the caller continues (a batch stage of its own run)."""
         dead = []
         here = socket.gethostname()
+        skip = set(exclude)
         for run in self.running():
+            if run["run_id"] in skip:
+                continue
             same_host = run["host"] == here
             if same_host and process_alive(run["pid"], run["proc_start"], run["boot_id"]):
                 continue
@@ -209,6 +241,31 @@ class Ledger:
         self._insert("failures", run_id=run_id, group_id=group_id, stage=stage,
                      error_type=error_type, exit_code=exit_code, message=message)
 
+    def group_terminal(self, run_id: str, group_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM groups WHERE run_id = ? AND group_id = ? AND event IN (?, ?) LIMIT 1",
+            (run_id, group_id, *TERMINAL_GROUP_EVENTS)).fetchone()
+        return row is not None
+
+    def append_group_block(self, run_id: str, group_id: str,
+                           rows: Iterable[tuple[str, dict[str, Any]]]) -> bool:
+        """Append a buffered group's rows in one transaction, unless ``run_id`` already has a
+        terminal event for the group (the block was appended before). True if appended."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if self.group_terminal(run_id, group_id):
+                self.conn.execute("ROLLBACK")
+                return False
+            for table, values in rows:
+                if table not in TABLES:
+                    raise KeyError(table)
+                self._insert(table, **values)
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return True
+
     # ------------------------------------------------------------------ reading
     def rows(self, table: str) -> list[dict[str, Any]]:
         if table not in TABLES:
@@ -216,6 +273,22 @@ class Ledger:
         cur = self.conn.execute(f"SELECT * FROM {table} ORDER BY seq")
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+class BufferedLedger(Ledger):
+    """Collects events instead of writing them (a batch island task): ``rows`` is a list of
+    ``(table, values)`` with each event's own timestamp, for :meth:`Ledger.append_group_block`.
+    Reading methods are not available: there is no database behind it."""
+
+    def __init__(self) -> None:  # deliberately no connection: nothing is written
+        self.rows_buffered: list[tuple[str, dict[str, Any]]] = []
+
+    def close(self) -> None:
+        pass
+
+    def _insert(self, table: str, **values: Any) -> None:
+        values.setdefault("at_utc", utc_now())
+        self.rows_buffered.append((table, values))
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:

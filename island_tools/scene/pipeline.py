@@ -12,6 +12,10 @@ Nothing is written before the inputs validate: a bad relation graph, a missing s
 worker failure while reading the scene leaves the scene directory untouched. Blender work
 is injected as ``run_job(job) -> dict`` and the island loop as ``run_group`` (default
 ``island_tools.adapter.run_group``). See docs/SCENE_PIPELINE.md.
+
+The same stages also run split into tasks for ``island-refine batch`` (``prepare_batch``,
+``refine_island``, ``finish_batch``; exactly-once bookkeeping in ``island_tools.scene.batch``,
+docs/BATCH.md).
 """
 from __future__ import annotations
 
@@ -37,12 +41,15 @@ from ..geometry import GeometryContext
 from ..iteration import REFINER_DIR, RunJob, sha256_file
 from ..jsonio import read_object
 from ..schemas import load_metadata, load_target_spec, parse_target_spec
+from . import batch as batching
 from . import contract, verify
+from .batch import BatchRun
 from .errors import EXIT_GROUPS_FAILED, IntegrityError, RelationGraphError
-from .ledger import Ledger, utc_now
+from .ledger import BufferedLedger, Ledger, utc_now
 from .metrics import build_metrics
 from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
-from .state import GROUP_COMPLETED, GROUP_FAILED, GROUP_PENDING, GROUP_RUNNING, SceneState
+from .state import (GROUP_COMPLETED, GROUP_FAILED, GROUP_PENDING, GROUP_RUNNING,
+                    DetachedState, SceneState)
 from .validate import Measured, measure_group
 
 RunGroup = Callable[..., Any]
@@ -107,6 +114,7 @@ class ScenePaths:
         self.ledger = self.root / "ledger.sqlite"
         self.metrics = self.root / "metrics.json"
         self.lock = self.root / ".refine_scene.lock"
+        self.state_lock = self.root / batching.STATE_LOCK
 
     def group(self, gid: str) -> "GroupPaths":
         return GroupPaths(self.groups_dir / gid)
@@ -123,6 +131,9 @@ class GroupPaths:
         self.meshes = root / "meshes.npz"
         self.verification = root / "verification.json"
         self.rounds = root / "rounds"
+        self.island_done = root / batching.ISLAND_MARKER      # batch: the island's result
+        self.island_attempt = root / batching.ISLAND_ATTEMPT  # batch: the running attempt
+        self.island_lock = root / batching.ISLAND_LOCK
 
     def round(self, k: int) -> Path:
         return self.rounds / f"round_{k}"
@@ -205,6 +216,7 @@ class ScenePipeline:
         self.run_id = ""
         self.exit_code = 0
         self.stage_seconds: dict[str, float] = {}
+        self.batch: BatchRun | None = None
 
     # ================================================================== plumbing
     def say(self, msg: str) -> None:
@@ -307,11 +319,12 @@ class ScenePipeline:
 
     # ================================================================== session
     @contextlib.contextmanager
-    def _scene_lock(self) -> Iterator[None]:
+    def _scene_lock(self, shared: bool = False) -> Iterator[None]:
+        """Exclusive for a run (and a batch's prepare/finish); shared for batch islands."""
         fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise UsageError("another refine_scene run is active on this scene",
                                  file=str(self.paths.root), fix="wait for it to finish") from None
@@ -320,22 +333,26 @@ class ScenePipeline:
             os.close(fd)
 
     @contextlib.contextmanager
-    def session(self, prep: Prepared, argv: list[str] | tuple[str, ...] = ()
-                ) -> Iterator["ScenePipeline"]:
-        """Lock the scene, open the ledger, start a run; any exception marks it failed."""
+    def session(self, prep: Prepared, argv: list[str] | tuple[str, ...] = (),
+                batch: BatchRun | None = None) -> Iterator["ScenePipeline"]:
+        """Lock the scene, open the ledger, start a run; any exception marks it failed.
+
+        ``batch``: a batch's prepare stage. The batch's run is started (or continued by a
+        retried task) and stays open; an error another attempt may cure (a Blender crash)
+        is only logged as a failure - the orchestrator fails the run after the last try."""
         try:
             with self._scene_lock():
                 self.ledger = Ledger(self.paths.ledger)
                 self.run_id = ""
                 try:
                     try:
-                        self._start_run(prep, argv)
+                        self._start_run(prep, argv, batch)
                         yield self
                     except BaseException as exc:
                         if self.run_id:
-                            self._fail_run(exc)
+                            self._fail_run(exc, batch)
                         raise
-                    if self.ledger.run_status(self.run_id) == "started":
+                    if batch is None and self.ledger.run_status(self.run_id) == "started":
                         self._finish_run()
                 finally:
                     self.ledger.close()
@@ -344,28 +361,44 @@ class ScenePipeline:
             if prep.temp_dir is not None:
                 shutil.rmtree(prep.temp_dir, ignore_errors=True)
 
-    def _start_run(self, prep: Prepared, argv: list[str] | tuple[str, ...]) -> None:
+    def _start_run(self, prep: Prepared, argv: list[str] | tuple[str, ...],
+                   batch: BatchRun | None = None) -> None:
         ledger = self._ledger
-        for dead in ledger.mark_dead_runs():
+        own = (batch.run_id,) if batch else ()
+        for dead in ledger.mark_dead_runs(exclude=own):
             self.say(f"run {dead.run_id} (pid {dead.pid}) died without finishing: marked failed")
-        if self.options.restart:
+        # A retried prepare task continues its batch run instead of starting another.
+        continuing = batch is not None and prep.state.doc.get("run_id") == batch.run_id
+        if self.options.restart and not continuing:
             self._rotate_outputs()
             prep.state = SceneState.load(self.paths.state)
         self.state = prep.state
         self.graph = prep.graph
+        self.batch = batch
         doc = self.state.doc
+        self.input_sha_before = prep.scene_sha256
+        if continuing:
+            assert batch is not None
+            self.run_id = batch.run_id
+            self.state.trace(f"run:{self.run_id}:prepare_retried")
+            return
         if doc.get("status") == "running":
             doc["status"] = "failed"
             doc.setdefault("notes", []).append(f"run {doc.get('run_id')} died while running")
-        self.run_id = f"{_stamp()}-{os.getpid()}"
-        ledger.run_started(self.run_id, argv)
+        self.run_id = batch.run_id if batch else f"{_stamp()}-{os.getpid()}"
+        if ledger.run_status(self.run_id) is None:
+            ledger.run_started(self.run_id, batch.argv if batch else argv,
+                               batch.owner if batch else None)
+        doc.pop("batch", None)
+        if batch is not None:
+            doc["batch"] = {"run_id": batch.run_id, "stage_seconds_at_start": {
+                k: v.get("seconds", 0.0) for k, v in doc["stages"].items()}}
         resumed = bool(doc["runs"])
         doc.update(status="running", run_id=self.run_id, options=self.options.to_dict(),
                    scene_dir=str(self.paths.root))
         doc["runs"].append(self.run_id)
         doc["inputs"] = {"relation_graph_structure_sha256": prep.graph.structure_sha256,
                          "scene_sha256": prep.scene_sha256}
-        self.input_sha_before = prep.scene_sha256
         self.state.trace(f"run:{self.run_id}:{'resumed' if resumed else 'started'}")
         self.say(f"run {self.run_id} {'resumes' if resumed else 'starts'} on {self.paths.root}")
 
@@ -387,7 +420,15 @@ class ScenePipeline:
                                   f"completed={len(self._state.doc['islands_completed'])} "
                                   f"failed={len(self._state.doc['islands_failed'])}")
 
-    def _fail_run(self, exc: BaseException) -> None:
+    def _fail_run(self, exc: BaseException, batch: BatchRun | None = None) -> None:
+        if batch is not None and batching.retryable(exc):
+            kind = type(exc).__name__
+            code = exc.exit_code if isinstance(exc, IslandError) else EXIT_INTERNAL
+            msg = exc.one_line() if isinstance(exc, IslandError) else f"internal: {kind}: {exc}"
+            with contextlib.suppress(Exception):
+                self._ledger.failure(self.run_id, None, "batch:attempt", kind, code,
+                                     " ".join(msg.split()))
+            return
         if isinstance(exc, IslandError):
             code, kind, msg = exc.exit_code, type(exc).__name__, exc.one_line()
         elif isinstance(exc, KeyboardInterrupt):
@@ -421,6 +462,143 @@ class ScenePipeline:
             self.exit_code = EXIT_GROUPS_FAILED if self._state.doc["islands_failed"] else 0
             self._finish_run()
         return self.exit_code
+
+    # ================================================================== batch stages
+    def prepare_batch(self, batch: BatchRun) -> list[str]:
+        """Batch task 1: validate + rebuild_islands under the batch's run (left open).
+        Returns the flagged groups; each becomes an island task."""
+        prep = self.preflight()
+        with self.session(prep, batch.argv, batch=batch):
+            flagged = self.validate(prep)
+            self.rebuild_islands()
+        return flagged
+
+    def refine_island(self, gid: str, batch: BatchRun, key: str = "") -> dict[str, Any]:
+        """Batch task 2, one per flagged group, concurrently with the scene's other groups:
+        the group's rounds as ``run`` does them, recorded through an island marker.
+
+        Returns ``{"group_id", "outcome", "reason", "skipped", "attempt", "seconds"}``;
+        ``skipped`` when the island already has a result (never refined twice)."""
+        p = self.paths
+        gp = p.group(gid)
+        if not gp.rounds.is_dir():
+            raise UsageError(f"group '{gid}' has no rebuilt island", file=str(gp.root),
+                             fix="run the batch's prepare stage (or island-refine run) first")
+        with self._scene_lock(shared=True), batching.flock(gp.island_lock):
+            marker = batching.read_marker(gp.island_done)
+            if marker is not None:
+                batching.commit_marker(p, marker)   # a no-op unless an earlier commit died
+                if marker["run_id"] != batch.run_id:
+                    batching.ledger_event(p, batch.run_id, gid, "skipped", marker["outcome"],
+                                          f"result of {marker['attempt_id']} kept")
+                return self._island_summary(marker, skipped=True)
+            state = DetachedState(p.state, SceneState.load(p.state).doc)
+            terminal = state.terminal(gid)
+            self.state, self.run_id, self.batch = state, batch.run_id, batch
+            if terminal and self._group_gate(gid, terminal):
+                batching.ledger_event(p, batch.run_id, gid, "skipped", terminal,
+                                      "terminal in an earlier run")
+                return {"group_id": gid, "outcome": terminal, "skipped": True,
+                        "reason": None, "attempt": None, "seconds": 0.0}
+            self.graph = load_relation_graph(p.relation_graph)
+            attempt = batching.begin_attempt(p, gp, batch, key)
+            ledger = BufferedLedger()
+            self.ledger = ledger
+            t0 = time.perf_counter()
+            try:
+                self._refine_group(gid)
+            finally:
+                self.ledger = None
+            outcome = state.terminal(gid) or GROUP_FAILED
+            record = state.group(gid)
+            marker = batching.island_marker(
+                attempt, outcome, record.get("failure_reason"), record, state.new_trace,
+                state.new_seconds, ledger.rows_buffered, time.perf_counter() - t0)
+            atomic.write_json(gp.island_done, marker)   # the result exists from here on
+            batching.commit_marker(p, marker)
+            return self._island_summary(marker, skipped=False)
+
+    @staticmethod
+    def _island_summary(marker: Mapping[str, Any], skipped: bool) -> dict[str, Any]:
+        return {"group_id": marker["group_id"], "outcome": marker["outcome"],
+                "reason": marker.get("reason"), "skipped": skipped,
+                "attempt": marker.get("attempt_id"), "seconds": marker.get("seconds", 0.0)}
+
+    def finish_batch(self, batch: BatchRun) -> int:
+        """Batch task 3, after every island task of the scene returned or was recorded
+        failed: merge_back, finalize, eval; finishes the run. Returns the run's exit code."""
+        p = self.paths
+        flagged = list(self.island_groups()["groups_needing_island"])
+        for gid in flagged:  # results whose commit an earlier process did not finish
+            marker = batching.read_marker(p.group(gid).island_done)
+            if marker is not None:
+                batching.commit_marker(p, marker)
+        with self._scene_lock():
+            self.ledger = Ledger(p.ledger)
+            try:
+                self.state = SceneState.load(p.state)
+                self.graph = load_relation_graph(p.relation_graph)
+                self.run_id, self.batch = batch.run_id, batch
+                doc = self.state.doc
+                self.input_sha_before = doc["inputs"]["scene_sha256"]
+                try:
+                    for gid in flagged:
+                        if not self.state.terminal(gid):
+                            self._group_failed(gid, 0, "no island result reached the batch",
+                                               "MissingResult", EXIT_INTERNAL)
+                    at_start = (doc.get("batch") or {}).get("stage_seconds_at_start", {})
+                    self.stage_seconds = {
+                        k: round(v.get("seconds", 0.0) - at_start.get(k, 0.0), 4)
+                        for k, v in doc["stages"].items()}
+                    if flagged:
+                        for stage in ("refine", "verify", "resolve_unknowns"):
+                            if stage in doc["stages"] or stage == "refine":
+                                self.state.stage_finished(stage, 0.0)
+                    else:
+                        self.state.trace("refine:skipped:no_flagged_group")
+                    self.merge_back()
+                    self.finalize()
+                    self.evaluate()
+                    self.exit_code = EXIT_GROUPS_FAILED if doc["islands_failed"] else 0
+                    self._finish_run()
+                except BaseException as exc:
+                    self._fail_run(exc, batch)
+                    raise
+            finally:
+                self.ledger.close()
+                self.ledger = None
+        return self.exit_code
+
+    @staticmethod
+    def finished_reason(p: ScenePaths) -> str | None:
+        """Read-only: None when the scene is finished and its inputs unchanged (a batch has
+        nothing to do), else why not. Checks the artifacts, not only state.json."""
+        state = SceneState.load(p.state)
+        doc = state.doc
+        if doc.get("status") != "finished":
+            return f"state is {doc.get('status')!r}"
+        for path in (p.finalization, p.metrics, p.output_blend, p.merge_report):
+            if not path.is_file():
+                return f"{path.relative_to(p.root)} is missing"
+        try:
+            graph = load_relation_graph(p.relation_graph)
+        except IslandError as exc:
+            return exc.one_line()
+        inputs = doc.get("inputs") or {}
+        if not p.scene_blend.is_file() or inputs.get("scene_sha256") != sha256_file(
+                p.scene_blend):
+            return "the input scene changed"
+        if inputs.get("relation_graph_structure_sha256") != graph.structure_sha256:
+            return "relation_graph.json changed"
+        pending = [g for g in doc.get("groups_needing_island", []) if not state.terminal(g)]
+        if pending:
+            return f"groups without a result: {', '.join(pending)}"
+        merged = read_object(p.merge_report, UsageError, "merge_back.json", "")
+        now = {g: sha256_file(p.group(g).island) for g in doc["islands_completed"]}
+        if merged.get("islands") != now or merged.get("output_sha256") != sha256_file(
+                p.output_blend):
+            return "the merged scene does not match the islands"
+        return None
 
     # ------------------------------------------------------------------ 1. validate
     def validate(self, prep: Prepared) -> list[str]:
@@ -567,7 +745,8 @@ class ScenePipeline:
     def _reset_group(self, gid: str) -> None:
         gp = self.paths.group(gid)
         leftovers = [c for c in (gp.rounds.iterdir() if gp.rounds.is_dir() else [])
-                     if c.name != "round_0"] + [p for p in (gp.verification,) if p.exists()]
+                     if c.name != "round_0"] + [p for p in (gp.verification, gp.island_done)
+                                                if p.exists()]
         backup = None
         if leftovers:
             backup = _unique(gp.root / f"rounds.bak.{_stamp()}")

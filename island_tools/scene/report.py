@@ -52,7 +52,8 @@ def ledger_tables(ledger_path: Path) -> list[str]:
             FROM runs s WHERE s.event = 'started' ORDER BY s.seq""")
         groups = _query(conn, """
             SELECT run_id, group_id, event, status, detail FROM groups
-            WHERE event IN ('completed', 'failed', 'reset', 'skipped') ORDER BY seq""")
+            WHERE event IN ('completed', 'failed', 'reset', 'skipped', 'attempt_started')
+            ORDER BY seq""")
         iters = _query(conn, """
             SELECT run_id, group_id, round, COUNT(*) - 1, SUM(members_moved > 0),
                    MAX(CASE WHEN final = 1 THEN facing_error_max_deg END)

@@ -16,6 +16,11 @@ Shape::
 
 A stage's "done" in ``stages`` is a hint only: the director re-checks every completion gate
 against the artifacts on disk before skipping anything.
+
+A batch island task works on a :class:`DetachedState` (a snapshot that never writes): what it
+changed - the group's record, its terminal list, new trace entries, stage seconds - goes into
+the island's result marker and is applied to ``state.json`` in one locked read-modify-write
+(``island_tools.scene.batch``), so concurrent islands of one scene never overwrite each other.
 """
 from __future__ import annotations
 
@@ -112,3 +117,27 @@ class SceneState:
         self.group(gid)["failure_reason"] = reason
         self.doc["islands_failed"].append({"id": gid, "reason": reason})
         self.save()
+
+
+class DetachedState(SceneState):
+    """A snapshot of ``state.json`` for one batch island task: ``save`` writes nothing; new
+    trace entries and stage seconds are kept for the island's result marker."""
+
+    def __init__(self, path: Path, doc: dict[str, Any]) -> None:
+        super().__init__(path, doc)
+        self.new_trace: list[str] = []
+        self.new_seconds: dict[str, float] = {}
+
+    def save(self) -> None:
+        self.doc["updated_utc"] = utc_now()
+
+    def trace(self, entry: str) -> None:
+        self.new_trace.append(entry)
+        super().trace(entry)
+
+    def add_seconds(self, name: str, seconds: float) -> None:
+        self.new_seconds[name] = round(self.new_seconds.get(name, 0.0) + seconds, 4)
+        super().add_seconds(name, seconds)
+
+    def stage_finished(self, name: str, seconds: float, status: str = "done") -> None:
+        raise RuntimeError("a batch island task does not finish stages")
