@@ -37,7 +37,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from island_tools.errors import EXIT_INTERNAL, EXIT_WORKER, IslandError  # noqa: E402
+from island_tools.errors import (  # noqa: E402
+    EXIT_INTERNAL, EXIT_WORKER, IslandError, WorkerError)
 from island_tools.scene import batch as batching  # noqa: E402
 from island_tools.scene.batch import BatchRun  # noqa: E402
 from island_tools.scene.errors import EXIT_GROUPS_FAILED  # noqa: E402
@@ -48,6 +49,7 @@ TASK_RESOURCES = {RESOURCE: 1}
 CLUSTERS = ("local", "slurm", "pbs")
 PRIORITY = ("finish", "island", "prepare")   # what to hand out first when a slot frees up
 POLL_S = 0.5
+WAIT_FOR_WORKERS_S = 600.0
 
 
 # =========================================================================== tasks (workers)
@@ -252,6 +254,10 @@ def _reason(exc: BaseException) -> tuple[str, str, int]:
     if isinstance(exc, IslandError):
         return exc.one_line(), type(exc).__name__, exc.exit_code
     kind = type(exc).__name__
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", kind, 130
+    if isinstance(exc, SystemExit):
+        return f"terminated ({exc.code})", kind, int(exc.code or 1)
     if kind == "KilledWorker":
         return ("KilledWorker: the worker process died during every try (a Blender crash, "
                 "the OOM killer, a node lost); see the worker logs", kind, EXIT_WORKER)
@@ -472,11 +478,20 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 display.update(f"{job.scene_id}: finished (exit {job.exit_code})")
 
         try:
+            idle_since = None
             while in_flight or any(queues.values()):
                 pump()
                 if not in_flight:
-                    client.wait_for_workers(1, timeout=600)
+                    # No slot: workers still starting (jobqueue), or none offers the resource.
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > WAIT_FOR_WORKERS_S:
+                        raise WorkerError(
+                            f"no Dask worker with the resource {RESOURCE}=1 appeared within "
+                            f"{WAIT_FOR_WORKERS_S:g} s on {cluster.spec}",
+                            fix=f"start workers with --nthreads 1 --resources {RESOURCE}=1")
+                    time.sleep(POLL_S)
                     continue
+                idle_since = None
                 with contextlib.suppress(TimeoutError):
                     wait(list(in_flight), timeout=POLL_S, return_when="FIRST_COMPLETED")
                 for fut in [f for f in in_flight if f.done()]:
@@ -486,7 +501,7 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
         except BaseException as exc:
             for job in by_id.values():
                 if job.status == "running":
-                    scene_failed(job, "interrupted", exc)
+                    scene_failed(job, "orchestrator", exc)
             raise
     seconds = time.monotonic() - t_start
     return BatchResult(batch.run_id, scenes, seconds, refined, _batch_code(scenes))
@@ -523,7 +538,7 @@ def render_table(result: BatchResult) -> str:
     for s in result.scenes:
         redone = sum(1 for a in s.attempts.values() if a and not a.endswith("#1"))
         rows.append((s.scene_id, s.status, len(s.groups), s.islands_done, s.islands_failed,
-                     redone, s.exit_code, round(s.seconds, 1) if s.seconds else None,
+                     redone, s.exit_code, f"{s.seconds:.1f}" if s.seconds else None,
                      s.detail or str(s.scene_dir)))
     head = ("scene", "status", "islands", "completed", "failed", "redone", "exit", "s",
             "detail")
