@@ -41,8 +41,12 @@ def main() -> int:
     args = ap.parse_args()
     scene = Path.cwd().parents[1].name
     if args.crash_scene == scene:
-        os.kill(_worker_pid(), signal.SIGKILL)
-        time.sleep(60)
+        worker = _worker_pid()
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)   # its reader is gone with it: never answer
+        return 1
     if args.pause_file and args.pause_scene == scene:
         pause = Path(args.pause_file)
         while pause.exists():
