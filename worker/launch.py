@@ -34,6 +34,7 @@ demand); results and errors are the same as the subprocess path's, without
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
@@ -82,9 +83,80 @@ class Backend:
         return f"Blender {self.version} at {self.path} (from {self.source})"
 
 
+VERSION_CACHE_TTL_S = 3600.0
+VERSION_CACHE_ENTRIES = 32
+
+
+def _version_cache_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "island-refiner" / "blender-versions.json"
+
+
+def _binary_identity(path: str) -> str | None:
+    """Changes when the file at ``path`` is replaced or edited (small files: by content too,
+    so a rewritten wrapper script is noticed even within one mtime tick)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+        ident = f"{real}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
+        if st.st_size < (1 << 20):
+            with open(real, "rb") as fh:
+                ident += "|" + hashlib.sha1(fh.read()).hexdigest()
+    except OSError:
+        return None
+    return ident
+
+
+def _cached_version(ident: str) -> str | None:
+    try:
+        entry = json.loads(_version_cache_file().read_text(encoding="utf-8")).get(ident)
+        if time.time() - float(entry["at"]) < VERSION_CACHE_TTL_S:
+            return str(entry["version"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    return None
+
+
+def _remember_version(ident: str, version: str) -> None:
+    """Best effort: a cache that cannot be written is simply not used."""
+    path = _version_cache_file()
+    try:
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+            entries = entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError):
+            entries = {}
+        entries.pop(ident, None)
+        entries[ident] = {"version": version, "at": time.time()}
+        keep = dict(list(entries.items())[-VERSION_CACHE_ENTRIES:])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(keep), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 @lru_cache(maxsize=None)
 def binary_version(path: str) -> str:
-    """Version from the first line of ``blender --version`` ("Blender 3.4.1" -> "3.4.1")."""
+    """Version from the first line of ``blender --version`` ("Blender 3.4.1" -> "3.4.1").
+
+    Asking costs a Blender start (0.4-0.7 s), paid by every CLI call that resolves a binary,
+    so the answer is cached per binary identity (real path, inode, size, mtime; content for
+    small wrapper scripts) in ``$XDG_CACHE_HOME/island-refiner/blender-versions.json`` for
+    an hour.
+    """
+    ident = _binary_identity(path)
+    cached = _cached_version(ident) if ident else None
+    if cached:
+        return cached
+    version = _query_version(path)
+    if ident:
+        _remember_version(ident, version)
+    return version
+
+
+def _query_version(path: str) -> str:
     try:
         proc = subprocess.run([path, "--version"], capture_output=True, text=True,
                               timeout=60, check=False)
