@@ -72,7 +72,9 @@ Lifecycle
   .blend in place, so the client keeps the input's bytes and restores them before the retry.
   The island loop stages everything and moves files only after success, so a failed step
   never half-writes an iteration. A connection that breaks *before* ``accepted`` (a daemon
-  that was just exiting) is simply retried.
+  that was just exiting) is simply retried; a daemon that does not accept within the job
+  timeout is hung and gets SIGKILL (the client lock means no live client is using it); one
+  that accepts but does not answer within it is killed and the job fails (WorkerError).
 
 Limits are those of the client that started the daemon; a running daemon keeps its own.
 Environment variables other than the working directory are the starting client's.
@@ -586,6 +588,14 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
                     sock.settimeout(timeout)
                     send_message(sock, request)
                     ack = recv_message(sock)
+                except TimeoutError:
+                    # We hold the client lock, so no live client keeps it busy: it is hung
+                    # (or still on the job of a client that was killed, for over `timeout`).
+                    _notice(options, f"[worker] the warm worker (pid {pid}) did not take the "
+                                     f"job within {timeout:g} s; replacing it")
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                    ack = None
                 except (OSError, ProtocolError):
                     ack = None
                 if ack is None or ack.get("retired"):
