@@ -234,6 +234,46 @@ def test_scene_whose_worker_always_crashes_fails_after_the_retry_limit(
 
 
 # ----------------------------------------------------------------------------- farm
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.bpy
+def test_batch_on_a_standing_scheduler_with_blender_workers(tv_template: Path,
+                                                           tmp_path: Path) -> None:
+    """--cluster tcp://: a farm's scheduler and a render node's worker, as docs/BATCH.md
+    starts them (here on the loopback interface)."""
+    [scene] = scenes_from(tv_template, tmp_path, "farm")
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    dask = str(Path(sys.executable).with_name("dask"))
+    logs = open(tmp_path / "farm.log", "w")
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
+                               address.rsplit(":", 1)[1], "--no-dashboard"],
+                              stdout=logs, stderr=logs, cwd=REPO)]
+    try:
+        procs.append(subprocess.Popen([dask, "worker", address, "--nthreads", "1",
+                                       "--resources", "blender=1", "--no-dashboard"],
+                                      stdout=logs, stderr=logs, cwd=REPO))
+        flags = [f for f in FLAGS if f not in ("--workers", "2")]
+        assert cli("batch", str(scene), "--cluster", address, *flags) == 0
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logs.close()
+    state = load(scene / "state.json")
+    assert state["status"] == "finished" and state["islands_completed"] == ["tv"]
+    assert_exactly_once(scene, state["run_id"])
+
+
 def test_slurm_job_script_runs_one_single_threaded_blender_worker(
         capsys: pytest.CaptureFixture) -> None:
     assert cli("batch", "--cluster", "slurm", "--print-job-script", "--queue", "render",
