@@ -204,7 +204,8 @@ def jobqueue_cluster(opts: ClusterOptions) -> Any:
         "cores": 1, "processes": 1, "memory": opts.memory, "walltime": opts.walltime,
         "worker_extra_args": ["--resources", f"{RESOURCE}=1"],
         "python": sys.executable, "job_name": "island-refine",
-        "scheduler_options": {"dashboard_address": None}}
+        # No dashboard; the scheduler's HTTP endpoint (health, metrics) on a free port.
+        "scheduler_options": {"dashboard": False, "dashboard_address": ":0"}}
     if opts.queue:
         kwargs["queue"] = opts.queue
     if opts.account:

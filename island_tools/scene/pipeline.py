@@ -216,7 +216,6 @@ class ScenePipeline:
         self.run_id = ""
         self.exit_code = 0
         self.stage_seconds: dict[str, float] = {}
-        self.batch: BatchRun | None = None
 
     # ================================================================== plumbing
     def say(self, msg: str) -> None:
@@ -374,7 +373,6 @@ class ScenePipeline:
             prep.state = SceneState.load(self.paths.state)
         self.state = prep.state
         self.graph = prep.graph
-        self.batch = batch
         doc = self.state.doc
         self.input_sha_before = prep.scene_sha256
         if continuing:
@@ -494,7 +492,7 @@ class ScenePipeline:
                 return self._island_summary(marker, skipped=True)
             state = DetachedState(p.state, SceneState.load(p.state).doc)
             terminal = state.terminal(gid)
-            self.state, self.run_id, self.batch = state, batch.run_id, batch
+            self.state, self.run_id = state, batch.run_id
             if terminal and self._group_gate(gid, terminal):
                 batching.ledger_event(p, batch.run_id, gid, "skipped", terminal,
                                       "terminal in an earlier run")
@@ -538,7 +536,7 @@ class ScenePipeline:
             try:
                 self.state = SceneState.load(p.state)
                 self.graph = load_relation_graph(p.relation_graph)
-                self.run_id, self.batch = batch.run_id, batch
+                self.run_id = batch.run_id
                 doc = self.state.doc
                 self.input_sha_before = doc["inputs"]["scene_sha256"]
                 try:
