@@ -300,7 +300,7 @@ class ISLAND_OT_refresh_groups(_IslandOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
-    """Write island.blend + metadata.json in the anchor's canonical frame from objects of this file"""
+    """Write island.blend + metadata.json in the anchor's canonical frame from objects of this file"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.rebuild_island"
     bl_label = "Rebuild Island"
@@ -374,7 +374,7 @@ class ISLAND_OT_save_target_spec(_IslandOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_init_iter0(_LongOperator, bpy.types.Operator):
-    """Fresh simple_refiner/iter_0 (an earlier run is rotated to a backup): render, poses, geometry"""
+    """Fresh simple_refiner/iter_0 (an earlier run is rotated to a backup): render, poses, geometry"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.init_iter0"
     bl_label = "Init iter_0"
@@ -393,7 +393,7 @@ class ISLAND_OT_init_iter0(_LongOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_apply_delta(_LongOperator, bpy.types.Operator):
-    """Step the next iteration from a transforms.json: apply deltas, save, read back, render, geometry"""
+    """Step the next iteration from a transforms.json: apply deltas, save, read back, render, geometry"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.apply_delta"
     bl_label = "Apply transforms.json"
@@ -455,7 +455,7 @@ class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
-    """Step the next iteration from the members moved in the island scene: their deltas from the loaded iteration become transforms.json"""
+    """Step the next iteration from the members moved in the island scene: their deltas from the loaded iteration become transforms.json"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.step_from_viewport"
     bl_label = "Step from Viewport Edits"
@@ -486,7 +486,7 @@ class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
-    """Recompute geometry.json of the browser's iteration; report facing error and clearance per member"""
+    """Recompute geometry.json of the browser's iteration; report facing error and clearance per member"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.member_geometry"
     bl_label = "Member Geometry"
@@ -513,7 +513,7 @@ class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_render(_LongOperator, bpy.types.Operator):
-    """Render the browser's iteration again (persp + BEV) with DIRECTORYS.yaml's settings into <group>/renders/iter_N/"""
+    """Render the browser's iteration again (persp + BEV) with DIRECTORYS.yaml's settings into <group>/renders/iter_N/"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.render"
     bl_label = "Render Views"
@@ -542,7 +542,7 @@ class ISLAND_OT_render(_LongOperator, bpy.types.Operator):
 
 
 class ISLAND_OT_load_iteration(_IslandOperator, bpy.types.Operator):
-    """Iteration browser: append iter_N's island into the scene 'Island <group>' and load its renders"""
+    """Iteration browser: append iter_N's island into the scene 'Island <group>' and load its renders"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.load_iteration"
     bl_label = "Load Iteration"

@@ -79,7 +79,8 @@ def _island_error(message: str, exit_code: int):
     from island_tools.errors import ERROR_CLASSES, IslandError
 
     for cls in ERROR_CLASSES.values():
-        if cls is not IslandError and cls.exit_code == exit_code and cls.__bases__ == (IslandError,):
+        if (cls is not IslandError and cls.exit_code == exit_code
+                and cls.__bases__ == (IslandError,)):
             exc = cls(message)
             break
     else:

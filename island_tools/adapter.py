@@ -70,15 +70,27 @@ import signal
 import subprocess
 import time
 import traceback
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 
 from . import atomic
 from .config import Settings
-from .errors import EXIT_AGENT, EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
-from .iteration import (REFINER_DIR, Group, RunJob, check_iteration_number, completed_iters,
-                        init_iter0, is_complete, iter_step, load_group, sha256_file, utc_now)
+from .errors import EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
+from .iteration import (
+    REFINER_DIR,
+    Group,
+    RunJob,
+    check_iteration_number,
+    completed_iters,
+    init_iter0,
+    is_complete,
+    iter_step,
+    load_group,
+    sha256_file,
+    utc_now,
+)
 from .jsonio import loads_strict, read_object
 from .schemas import FORBIDDEN_TRANSFORM_KEYS, Transforms, parse_transforms
 

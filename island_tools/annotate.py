@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from . import atomic
 from .errors import WorkerError

@@ -12,7 +12,7 @@ the footprint where it is, whatever the asset's origin (corner-origin assets inc
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

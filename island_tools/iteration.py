@@ -17,10 +17,11 @@ import hashlib
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,14 @@ from .annotate import annotate_bev
 from .config import Settings
 from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
 from .jsonio import read_object
-from .schemas import Metadata, TargetSpec, Transforms, load_metadata, load_target_spec, \
-    load_transforms
+from .schemas import (
+    Metadata,
+    TargetSpec,
+    Transforms,
+    load_metadata,
+    load_target_spec,
+    load_transforms,
+)
 
 RunJob = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -136,7 +143,7 @@ def staging_dir(parent: Path, label: str) -> Iterator[Path]:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def sha256_file(path: Path) -> str:
@@ -263,7 +270,7 @@ def _move_outputs(stage: Path, dest: Path, names: tuple[str, ...]) -> None:
 
 
 def _backup_name(refiner: Path) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
     candidate = refiner.with_name(f"{REFINER_DIR}.bak.{stamp}")
     suffix = 1
     while candidate.exists():  # two rotations in one second: never overwrite a backup

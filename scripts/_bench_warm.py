@@ -221,7 +221,8 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
         daemon.shutdown_all(ddir)
     ref, last = rss[reference - 1], rss[-1]
     growth = (last - ref) / ref
-    rows = [[f"daemon RSS at iteration {reference} / {iterations}", round(ref, 1), round(min(rss), 1),
+    rows = [[f"daemon RSS at iteration {reference} / {iterations}", round(ref, 1),
+             round(min(rss), 1),
              round(max(rss), 1), iterations, f"MiB; last {last:.1f}"],
             [f"daemon RSS growth, iteration {reference} -> {iterations}", round(100 * growth, 2),
              None, None, iterations, f"% (target <= 10: {'ok' if growth <= 0.10 else 'MISSED'})"],
@@ -376,7 +377,8 @@ def run(args) -> dict[str, Any]:
     r, data["geometry"] = _geometry_rows(work, repeat)
     rows += r
     shutil.rmtree(work / "rss", ignore_errors=True)
-    notes.append(f"long_table_6/turned_90 at {resolution} px Workbench; AA {workbench_aa(configured)}"
+    notes.append(f"long_table_6/turned_90 at {resolution} px Workbench; "
+                 f"AA {workbench_aa(configured)}"
                  f" = DIRECTORYS.yaml samples {configured}, FXAA = --samples {FXAA_SAMPLES}; "
                  "iteration 1 re-stepped per call; calls interleaved round by round")
     notes.append("the warm path is the bare render + a fixed ~0.2 s: a fresh CLI process "

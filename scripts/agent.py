@@ -35,8 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import (job_runner, parser, progress_printer, run_main,  # noqa: E402
-                          settings_from)
+from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
 
 DEFAULT_WRITE_MODEL = "unspecified"
 DEFAULT_WRITE_GENERATED_BY = "scripts/agent.py write"

@@ -29,16 +29,16 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from island_tools.errors import (  # noqa: E402
-    EXIT_INTERNAL, EXIT_WORKER, IslandError, WorkerError)
+from island_tools.errors import EXIT_INTERNAL, EXIT_WORKER, IslandError, WorkerError  # noqa: E402
 from island_tools.scene import batch as batching  # noqa: E402
 from island_tools.scene.batch import BatchRun  # noqa: E402
 from island_tools.scene.errors import EXIT_GROUPS_FAILED  # noqa: E402
@@ -280,8 +280,13 @@ class Display:
     def __enter__(self) -> Display:
         if not self.quiet and self.stream.isatty():
             from rich.console import Console
-            from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.progress = Progress(
                 TextColumn("islands"), BarColumn(), TextColumn("{task.fields[counts]}"),

@@ -17,7 +17,7 @@ import json
 import platform
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"bench: section(s) not present: {', '.join(missing)}", file=sys.stderr)
         return 2
-    report = {"started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    report = {"started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
               "machine": {"python": platform.python_version(), "platform": platform.platform(),
                           "cpus": __import__("os").cpu_count()},
               "args": vars(args), "sections": {}}

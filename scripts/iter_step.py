@@ -18,8 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import (job_runner, parser, progress_printer, run_main,  # noqa: E402
-                          settings_from)
+from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
 
 
 def _summary(geometry: dict) -> str:

@@ -26,7 +26,6 @@ from PIL import Image
 from island_tools import atomic, meshcache
 from island_tools.adapter import (
     EXCEPTION_CAP_M,
-    EXIT_AGENT,
     MIN_ITER,
     REPORT_MAX_WORDS,
     read_decision_text,
@@ -34,7 +33,13 @@ from island_tools.adapter import (
     write_decision,
 )
 from island_tools.config import Settings
-from island_tools.errors import EXIT_SANITY, EXIT_TARGET_SPEC, EXIT_TRANSFORMS, TransformsError
+from island_tools.errors import (
+    EXIT_AGENT,
+    EXIT_SANITY,
+    EXIT_TARGET_SPEC,
+    EXIT_TRANSFORMS,
+    TransformsError,
+)
 from island_tools.iteration import init_iter0, iter_step, sha256_file
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import csv
 import importlib.util
 import math
 import os
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -40,7 +40,7 @@ CHAIRS = ["kenney-cco/chair.glb", "kenney-cco/chairCushion.glb",
 TABLES = ["kenney-cco/table.glb", "kenney-cco/tableRound.glb", "caysonverse/desk.glb"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def arr(name: str, variant: str) -> specs.Arrangement:
     return specs.arrange(name, variant)
 
@@ -63,7 +63,7 @@ class _Hull:
             from island_tools.geometry import convex_hull_2d
             self.shape, self.hull = None, convex_hull_2d(pts)
 
-    def distance(self, other: "_Hull") -> float:
+    def distance(self, other: _Hull) -> float:
         """Gap (m); overlaps: -sqrt(intersection area) (shapely) or -penetration depth."""
         if self.shape is not None:
             inter = self.shape.intersection(other.shape)
@@ -343,7 +343,7 @@ def test_metadata_frames(name: str, variant: str) -> None:
 HAVE_GEOMETRY = importlib.util.find_spec("island_tools.geometry") is not None
 
 
-@lru_cache(maxsize=None)
+@cache
 def geometry_doc(name: str, variant: str) -> dict:
     from island_tools.geometry import compute_geometry
 

@@ -6,12 +6,16 @@ import math
 
 import numpy as np
 import pytest
-
 from _assets import ASSETS_DIR, assets_available, load_blender_mesh, manifest_rows
+
 from island_tools import forward_axis
 from island_tools.errors import GeometryError
-from island_tools.forward_axis import (SYMMETRY_MARGIN, detect_forward_axis,
-                                       forward_axes_document, parse_override)
+from island_tools.forward_axis import (
+    SYMMETRY_MARGIN,
+    detect_forward_axis,
+    forward_axes_document,
+    parse_override,
+)
 
 needs_assets = pytest.mark.skipif(
     not assets_available(), reason=f"shared assets not found at {ASSETS_DIR} (expected beside "

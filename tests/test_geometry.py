@@ -11,8 +11,12 @@ import pytest
 from island_tools import frames
 from island_tools.errors import GeometryError
 from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import (GeometryContext, compute_geometry, convex_hull_2d,
-                                   convex_signed_distance)
+from island_tools.geometry import (
+    GeometryContext,
+    compute_geometry,
+    convex_hull_2d,
+    convex_signed_distance,
+)
 
 Mesh = tuple[np.ndarray, np.ndarray]
 HALF = 0.225            # chair footprint half size (0.45 m square)

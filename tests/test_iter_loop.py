@@ -18,9 +18,20 @@ import pytest
 
 from island_tools import atomic, meshcache
 from island_tools.config import Settings
-from island_tools.errors import (EXIT_GEOMETRY, EXIT_GROUP_INPUT, EXIT_SANITY, EXIT_TARGET_SPEC,
-                                 EXIT_TRANSFORMS, EXIT_USAGE, GeometryError, GroupInputError,
-                                 SanityError, TargetSpecError, TransformsError, UsageError)
+from island_tools.errors import (
+    EXIT_GEOMETRY,
+    EXIT_GROUP_INPUT,
+    EXIT_SANITY,
+    EXIT_TARGET_SPEC,
+    EXIT_TRANSFORMS,
+    EXIT_USAGE,
+    GeometryError,
+    GroupInputError,
+    SanityError,
+    TargetSpecError,
+    TransformsError,
+    UsageError,
+)
 from island_tools.greedy_agent import propose, transforms_doc
 from island_tools.iteration import init_iter0, iter_step, sha256_file
 
@@ -30,7 +41,8 @@ SETTINGS = Settings(blender_bin="bpy", engine="workbench", resolution=64, sample
 
 
 def run_job(job: dict) -> dict:
-    from worker.launch import resolve_blender, run_job as _run
+    from worker.launch import resolve_blender
+    from worker.launch import run_job as _run
 
     return _run(job, resolve_blender("bpy", None))
 

@@ -9,11 +9,24 @@ import pytest
 
 from island_tools import frames
 from island_tools.config import load_settings, with_overrides
-from island_tools.errors import (EXIT_GROUP_INPUT, EXIT_TARGET_SPEC, EXIT_TRANSFORMS,
-                                 EXIT_USAGE, GroupInputError, TargetSpecError, TransformsError,
-                                 UsageError)
-from island_tools.schemas import (Metadata, load_metadata, load_target_spec, load_transforms,
-                                  parse_target_spec, parse_transforms)
+from island_tools.errors import (
+    EXIT_GROUP_INPUT,
+    EXIT_TARGET_SPEC,
+    EXIT_TRANSFORMS,
+    EXIT_USAGE,
+    GroupInputError,
+    TargetSpecError,
+    TransformsError,
+    UsageError,
+)
+from island_tools.schemas import (
+    Metadata,
+    load_metadata,
+    load_target_spec,
+    load_transforms,
+    parse_target_spec,
+    parse_transforms,
+)
 
 SPEC = {"anchor_role": "long_table", "member_count": 2, "pattern": "row",
         "facing": "toward_anchor", "spacing": "even_along_each_edge", "clearance_m": 0.1}

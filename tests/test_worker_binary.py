@@ -17,7 +17,12 @@ import pytest
 
 from island_tools import meshcache
 from island_tools.errors import (
-    BlendVersionError, GroupInputError, IslandError, UsageError, WorkerError)
+    BlendVersionError,
+    GroupInputError,
+    IslandError,
+    UsageError,
+    WorkerError,
+)
 from worker import launch
 
 BLENDER = next((p for p in ("/usr/bin/blender", shutil.which("blender") or "")

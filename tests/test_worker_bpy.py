@@ -13,8 +13,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from island_tools import meshcache  # noqa: E402
-from island_tools.errors import (  # noqa: E402
-    BlendVersionError, GroupInputError, UsageError, WorkerError)
+from island_tools.errors import BlendVersionError, GroupInputError, UsageError, WorkerError  # noqa: E402
 from worker import blend_io, jobs, meshes, render  # noqa: E402
 from worker.build import build_island  # noqa: E402
 

@@ -20,8 +20,8 @@ are built without parents, so this never matters on the normal path.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import bpy
 from mathutils import Matrix

@@ -10,7 +10,7 @@ for this Blender: 63 bytes up to 4.x, 255 in 5.0; or a duplicate) raises GroupIn
 from __future__ import annotations
 
 import os
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import bpy
 import numpy as np

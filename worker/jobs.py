@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from island_tools.errors import GroupInputError, UsageError
 

@@ -44,13 +44,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from island_tools.errors import (
-    ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError)
+from island_tools.errors import ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError
 
 from .lifetime import die_with_parent
 
@@ -137,7 +137,7 @@ def _remember_version(ident: str, version: str) -> None:
         pass
 
 
-@lru_cache(maxsize=None)
+@cache
 def binary_version(path: str) -> str:
     """Version from the first line of ``blender --version`` ("Blender 3.4.1" -> "3.4.1").
 

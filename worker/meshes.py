@@ -8,7 +8,7 @@ or a 2-list such as ``[0.0, -1.0]``), stored in the cache's ``props``.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import bpy
 import numpy as np

@@ -37,9 +37,10 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import atomic
 from ..errors import IslandError, WorkerError
@@ -68,7 +69,7 @@ class BatchRun:
     argv: tuple[str, ...] = ()
 
     @classmethod
-    def new(cls, argv: list[str] | tuple[str, ...] = ()) -> "BatchRun":
+    def new(cls, argv: list[str] | tuple[str, ...] = ()) -> BatchRun:
         stamp = time.strftime("%Y%m%d_%H%M%S", time.gmtime())
         return cls(f"batch-{stamp}-{os.getpid()}", ProcessIdentity.current(), tuple(argv))
 
@@ -168,7 +169,7 @@ def apply_marker(state: SceneState, marker: dict[str, Any]) -> bool:
     return True
 
 
-def commit_marker(paths: "ScenePaths", marker: dict[str, Any]) -> dict[str, bool]:
+def commit_marker(paths: ScenePaths, marker: dict[str, Any]) -> dict[str, bool]:
     """Append the marker's ledger block and apply it to state.json; idempotent."""
     with flock(paths.state_lock):
         ledger = Ledger(paths.ledger)
@@ -186,7 +187,7 @@ def commit_marker(paths: "ScenePaths", marker: dict[str, Any]) -> dict[str, bool
 
 
 # --------------------------------------------------------------------------- attempts
-def begin_attempt(paths: "ScenePaths", gp: "GroupPaths", batch: BatchRun, key: str
+def begin_attempt(paths: ScenePaths, gp: GroupPaths, batch: BatchRun, key: str
                   ) -> Attempt:
     """Number this attempt (per run), write ``island_attempt.json`` and log it."""
     previous = 0
@@ -204,7 +205,7 @@ def begin_attempt(paths: "ScenePaths", gp: "GroupPaths", batch: BatchRun, key: s
     return attempt
 
 
-def ledger_event(paths: "ScenePaths", run_id: str, gid: str, event: str, status: str | None,
+def ledger_event(paths: ScenePaths, run_id: str, gid: str, event: str, status: str | None,
                  detail: str) -> None:
     with flock(paths.state_lock):
         ledger = Ledger(paths.ledger)
@@ -215,7 +216,7 @@ def ledger_event(paths: "ScenePaths", run_id: str, gid: str, event: str, status:
 
 
 # --------------------------------------------------------------------------- failures
-def record_island_failure(paths: "ScenePaths", gp: "GroupPaths", batch: BatchRun,
+def record_island_failure(paths: ScenePaths, gp: GroupPaths, batch: BatchRun,
                           reason: str, error_type: str, exit_code: int) -> dict[str, Any]:
     """The orchestrator's verdict on an island whose task never returned (its worker died
     more often than allowed, or the task kept raising): failed, as a marker like any other,
@@ -248,7 +249,7 @@ def record_island_failure(paths: "ScenePaths", gp: "GroupPaths", batch: BatchRun
         return marker
 
 
-def _attempts(gp: "GroupPaths", batch: BatchRun) -> int:
+def _attempts(gp: GroupPaths, batch: BatchRun) -> int:
     with contextlib.suppress(IslandError):
         doc = read_object(gp.island_attempt, IslandError, ISLAND_ATTEMPT, "")
         if doc.get("run_id") == batch.run_id:
@@ -256,7 +257,7 @@ def _attempts(gp: "GroupPaths", batch: BatchRun) -> int:
     return 0
 
 
-def record_scene_failure(paths: "ScenePaths", batch: BatchRun, stage: str, reason: str,
+def record_scene_failure(paths: ScenePaths, batch: BatchRun, stage: str, reason: str,
                          error_type: str, exit_code: int) -> None:
     """A scene's prepare or finish task never succeeded: the run is failed in the ledger
     (started first if it never was) and in state.json if the run had reached it."""

@@ -32,10 +32,11 @@ import json
 import os
 import socket
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -73,7 +74,7 @@ def _append_only_triggers() -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def boot_id() -> str | None:
@@ -126,7 +127,7 @@ class ProcessIdentity:
     host: str
 
     @classmethod
-    def current(cls) -> "ProcessIdentity":
+    def current(cls) -> ProcessIdentity:
         pid = os.getpid()
         return cls(pid, process_start(pid), boot_id(), socket.gethostname())
 

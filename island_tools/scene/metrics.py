@@ -13,7 +13,8 @@ review items / all review items, ``violation_score`` summed, ``groups_all_pass``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def _scene_level(groups: list[tuple[dict, dict, dict]]) -> dict[str, Any]:
     }
 
 
-def build_metrics(graph: RelationGraph, paths: "ScenePaths", state: Mapping[str, Any]
+def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, Any]
                   ) -> dict[str, Any]:
     objects = _read(paths.scene_objects, "scene_objects.json")["objects"]
     merged = _read(paths.merge_report, "merge_back.json")

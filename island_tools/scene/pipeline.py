@@ -26,10 +26,11 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -48,8 +49,14 @@ from .errors import EXIT_GROUPS_FAILED, IntegrityError, RelationGraphError
 from .ledger import BufferedLedger, Ledger, utc_now
 from .metrics import build_metrics
 from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
-from .state import (GROUP_COMPLETED, GROUP_FAILED, GROUP_PENDING, GROUP_RUNNING,
-                    DetachedState, SceneState)
+from .state import (
+    GROUP_COMPLETED,
+    GROUP_FAILED,
+    GROUP_PENDING,
+    GROUP_RUNNING,
+    DetachedState,
+    SceneState,
+)
 from .validate import Measured, measure_group
 
 RunGroup = Callable[..., Any]
@@ -116,7 +123,7 @@ class ScenePaths:
         self.lock = self.root / ".refine_scene.lock"
         self.state_lock = self.root / batching.STATE_LOCK
 
-    def group(self, gid: str) -> "GroupPaths":
+    def group(self, gid: str) -> GroupPaths:
         return GroupPaths(self.groups_dir / gid)
 
 
@@ -161,7 +168,7 @@ class Prepared:
 
 
 def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d_%H%M%S")
+    return datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
 
 
 def _unique(path: Path) -> Path:
@@ -333,7 +340,7 @@ class ScenePipeline:
 
     @contextlib.contextmanager
     def session(self, prep: Prepared, argv: list[str] | tuple[str, ...] = (),
-                batch: BatchRun | None = None) -> Iterator["ScenePipeline"]:
+                batch: BatchRun | None = None) -> Iterator[ScenePipeline]:
         """Lock the scene, open the ledger, start a run; any exception marks it failed.
 
         ``batch``: a batch's prepare stage. The batch's run is started (or continued by a

@@ -50,7 +50,7 @@ class SceneState:
         self.doc = doc
 
     @classmethod
-    def load(cls, path: Path) -> "SceneState":
+    def load(cls, path: Path) -> SceneState:
         if not path.is_file():
             return cls(path, new_state())
         doc = read_object(path, UsageError, "state.json",

@@ -25,8 +25,9 @@ free_note      set when pattern is ``free`` or facing ``mixed`` and no hint give
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -18,7 +18,8 @@ the constants below (documented in docs/SCENE_PIPELINE.md).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..geometry import CLEARANCE_VIOLATION_TOL_M
 

@@ -1,0 +1,20 @@
+"""ruff over the whole tree (rules in pyproject.toml): style is checked, not hoped for."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_clean() -> None:
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff not installed (pip install -e '.[test]')")
+    proc = subprocess.run([ruff, "check", "--output-format", "concise", "."], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
