@@ -23,7 +23,11 @@ from .blend_io import blender_version, save_blend
 DEFAULT_COLOR = (0.6, 0.6, 0.6, 1.0)
 
 
-def _material(name: str, color: Sequence[float]):
+def material(name: str, color: Sequence[float]):
+    """A simple Principled material of ``color`` (an existing one of that name is reused)."""
+    mat = bpy.data.materials.get(name)
+    if mat is not None:
+        return mat
     mat = bpy.data.materials.new(name)
     mat.diffuse_color = tuple(color)
     if mat.node_tree is None:  # Blender < 5.0: node trees are opt-in
@@ -68,7 +72,7 @@ def _add_object(entry: Mapping, collection):
         obj.matrix_world = Matrix([[float(v) for v in row] for row in m])
     color = _color(entry)
     obj.color = color
-    mesh.materials.append(_material(name, color))
+    mesh.materials.append(material(name, color))
     for key, value in (entry.get("props") or {}).items():
         obj[str(key)] = value
     return obj

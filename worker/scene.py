@@ -53,6 +53,7 @@ from island_tools.errors import GroupInputError, UsageError
 
 from . import render as _render
 from .blend_io import blender_version, matrix_to_list, open_blend, read_poses, save_blend
+from .build import material
 from .meshes import export_meshes, object_props
 
 OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
@@ -319,20 +320,6 @@ def scene_merge(job: Mapping) -> dict:
 
 
 # --------------------------------------------------------------------------- scene_build
-def _material(name: str, color: Sequence[float]):
-    mat = bpy.data.materials.get(name)
-    if mat is not None:
-        return mat
-    mat = bpy.data.materials.new(name)
-    mat.diffuse_color = tuple(color)
-    if mat.node_tree is None:  # Blender < 5.0: node trees are opt-in
-        mat.use_nodes = True
-    bsdf = next((n for n in mat.node_tree.nodes if n.type == "BSDF_PRINCIPLED"), None)
-    if bsdf is not None:
-        bsdf.inputs["Base Color"].default_value = tuple(color)
-    return mat
-
-
 def _color(value: Any) -> tuple[float, float, float, float]:
     c = [float(v) for v in (value or (0.6, 0.6, 0.6))]
     return tuple((c + [1.0])[:4]) if len(c) in (3, 4) else (0.6, 0.6, 0.6, 1.0)
@@ -351,7 +338,7 @@ def _new_data(entry: Mapping, meshes: Mapping, mesh_blocks: dict):
             mesh.from_pydata(np.asarray(verts).tolist(), [], np.asarray(faces).tolist())
             mesh.validate(clean_customdata=False)
             mesh.update()
-            mesh.materials.append(_material(str(entry.get("material") or key),
+            mesh.materials.append(material(str(entry.get("material") or key),
                                             _color(entry.get("color"))))
             mesh_blocks[key] = mesh
         return mesh_blocks[key]
