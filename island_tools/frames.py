@@ -67,7 +67,7 @@ def rot_z(deg: float) -> Matrix:
     return out
 
 
-def translation(xyz: Sequence[float]) -> Matrix:
+def translation(xyz: Sequence[float] | np.ndarray) -> Matrix:
     out = np.eye(4)
     out[:3, 3] = np.asarray(xyz, dtype=float)
     return out

@@ -689,9 +689,9 @@ class GeometryContext:
             by_role[edges[e]["role"]].append(counts.get(e, 0))
         roles = {r: sorted(v, reverse=True) for r, v in by_role.items()}
         if pattern == "row":
-            observed = {"nonempty_edges": len(nonempty), "on_one_edge": max(counts.values(),
-                                                                             default=0)}
-            expected = {"nonempty_edges": 1, "on_one_edge": k}
+            observed: dict[str, Any] = {"nonempty_edges": len(nonempty),
+                                        "on_one_edge": max(counts.values(), default=0)}
+            expected: dict[str, Any] = {"nonempty_edges": 1, "on_one_edge": k}
             return {"expected": expected, "observed": observed, "match": observed == expected,
                     "note": None}
         if pattern in ("2+2+1", "2+2+1+1"):

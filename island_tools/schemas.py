@@ -239,7 +239,7 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
         if not all(math.isfinite(v) for v in xyz):
             raise bad(f"{where}.delta_xyz", "contains a non-finite number")
         yaw = delta.get("delta_yaw_deg")
-        if not _is_number(yaw):
+        if not isinstance(yaw, (int, float)) or isinstance(yaw, bool):
             raise bad(f"{where}.delta_yaw_deg", f"must be a number, got {yaw!r}")
         if not math.isfinite(yaw):
             raise bad(f"{where}.delta_yaw_deg", "is not a finite number")
@@ -275,8 +275,9 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
     warnings = []
     if "phase" in doc:
         warnings.append("'phase' is obsolete and ignored")
-    known = {"iter", "members", "converged", "final", "reason_summary", "_island_meta", "phase"}
-    for key in sorted(set(doc) - known):
+    known_keys = {"iter", "members", "converged", "final", "reason_summary", "_island_meta",
+                  "phase"}
+    for key in sorted(set(doc) - known_keys):
         warnings.append(f"unknown top-level key '{key}' ignored")
     return Transforms(it, members, bool(doc.get("converged", False)),
                       bool(doc.get("final", False)), reason, dict(meta), tuple(warnings))

@@ -1,4 +1,4 @@
-"""ruff over the whole tree (rules in pyproject.toml): style is checked, not hoped for."""
+"""ruff over the whole tree and mypy over island_tools (config in pyproject.toml)."""
 from __future__ import annotations
 
 import shutil
@@ -17,4 +17,12 @@ def test_ruff_clean() -> None:
         pytest.skip("ruff not installed (pip install -e '.[test]')")
     proc = subprocess.run([ruff, "check", "--output-format", "concise", "."], cwd=REPO,
                           capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]
+
+
+def test_mypy_island_tools() -> None:
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent)) or shutil.which("mypy")
+    if mypy is None:
+        pytest.skip("mypy not installed (pip install -e '.[test]')")
+    proc = subprocess.run([mypy], cwd=REPO, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-1000:]

@@ -116,9 +116,9 @@ def check_loop(group_dir: Path, max_iter: int) -> LoopCheck:
         return broken(f"the last iteration iter_{final} is not marked final")
     if final > max_iter:
         return broken(f"{final} iterations exceed max_iter {max_iter}")
-    first = sha256_file(refiner / "iter_0" / "island.blend")
+    first_sha = sha256_file(refiner / "iter_0" / "island.blend")
     last = sha256_file(refiner / f"iter_{final}" / "island.blend")
-    if first == last:
+    if first_sha == last:
         return broken(f"iter_0 and iter_{final} island.blend are byte-identical (no-op refiner)")
     promoted = group_dir / "island.blend"
     if not promoted.is_file() or sha256_file(promoted) != last:

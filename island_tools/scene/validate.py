@@ -88,6 +88,7 @@ class Measured:
 def infer_target_spec(group: GroupSpec, anchor_shape: str, anchor_ratio: float) -> dict:
     """The documented inference rules (module docstring), before relation hints."""
     k = len(group.members)
+    doc: dict[str, Any]
     if anchor_shape == "round":
         doc = {"anchor_role": "round_table", "pattern": "ring", "spacing": "even_around_anchor"}
     else:
