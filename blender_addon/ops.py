@@ -202,6 +202,21 @@ class Plan:
         self.steps, self.in_process, self.argv, self.finish = steps, in_process, argv, finish
 
 
+def _step_plan(op, runner: Runner, root, n: int, before=None, before_argv=None) -> Plan:
+    """Step iteration n (after an optional decision step): the library call in-process, or
+    iter_step.py with the external Python; then refresh the browser on iteration n."""
+
+    def in_process(tick):
+        if before is not None:
+            before(tick)
+        tasks.iter_step(str(root), n, runner.settings(), runner.worker_job, tick)
+
+    argv = [runner.script_argv("iter_step.py", ["--group-dir", str(root), "--iter", str(n)])]
+    return Plan(2 + (before is not None), in_process,
+                ([before_argv] if before_argv else []) + argv,
+                lambda ctx: _after_iteration(op, ctx, root, n))
+
+
 class _LongOperator(_IslandOperator):
     def plan(self, context, runner: Runner) -> Plan:
         raise NotImplementedError
@@ -419,11 +434,7 @@ class ISLAND_OT_apply_delta(_LongOperator, bpy.types.Operator):
             root / tasks.REFINER_DIR / f"iter_{tasks.next_iter(root)}" / "transforms.json")
         n = tasks.place_transforms(root, source)
         self.filepath = ""  # a redo or the next call picks the next iteration again
-        return Plan(2, lambda tick: tasks.iter_step(str(root), n, runner.settings(),
-                                                    runner.worker_job, tick),
-                    [runner.script_argv("iter_step.py", ["--group-dir", str(root),
-                                                         "--iter", str(n)])],
-                    lambda ctx: _after_iteration(self, ctx, root, n))
+        return _step_plan(self, runner, root, n)
 
 
 class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
@@ -441,17 +452,13 @@ class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
         root = group_path(context)
         n = tasks.next_iter(root)
 
-        def in_process(tick):
+        def decide(tick):
             tick(f"solver decision for iter_{n}")
             tasks.solver_decision(root, n)
-            tasks.iter_step(str(root), n, runner.settings(), runner.worker_job, tick)
 
-        return Plan(3, in_process,
-                    [runner.tasks_argv(["solver-decision", "--group-dir", str(root),
-                                        "--iter", str(n)]),
-                     runner.script_argv("iter_step.py", ["--group-dir", str(root),
-                                                         "--iter", str(n)])],
-                    lambda ctx: _after_iteration(self, ctx, root, n))
+        return _step_plan(self, runner, root, n, decide,
+                          runner.tasks_argv(["solver-decision", "--group-dir", str(root),
+                                             "--iter", str(n)]))
 
 
 class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
@@ -478,11 +485,7 @@ class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
             raise UsageError(f"load the latest iteration (iter_{latest}) of {root.name}, "
                              "move its members, then step", fix="press Latest")
         n = tasks.write_viewport_transforms(root, addon_ops.loaded_poses(scene, str(root)))
-        return Plan(2, lambda tick: tasks.iter_step(str(root), n, runner.settings(),
-                                                    runner.worker_job, tick),
-                    [runner.script_argv("iter_step.py", ["--group-dir", str(root),
-                                                         "--iter", str(n)])],
-                    lambda ctx: _after_iteration(self, ctx, root, n))
+        return _step_plan(self, runner, root, n)
 
 
 class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):

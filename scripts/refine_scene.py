@@ -120,13 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
 
     def body() -> int:
-        from island_tools.scene.pipeline import RunOptions, ScenePipeline
+        from island_tools.scene.pipeline import ScenePipeline
 
-        settings = settings_from(args)
-        options = RunOptions(policy=args.policy, max_iter=args.max_iter,
-                             max_rounds=args.max_rounds, min_delta=args.min_delta,
-                             timeout_s=args.timeout_s, restart=args.restart, settings=settings)
-        options.check()
+        settings, options = _run_options(args)
         _, run_job = job_runner(settings)
         progress = None if args.quiet else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -142,6 +138,18 @@ def main(argv: list[str] | None = None) -> int:
         return run_main(PROG, body)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _run_options(args: argparse.Namespace):
+    """(Settings, RunOptions) from the flags ``run`` and ``batch`` share, validated."""
+    from island_tools.scene.pipeline import RunOptions
+
+    settings = settings_from(args)
+    options = RunOptions(policy=args.policy, max_iter=args.max_iter, max_rounds=args.max_rounds,
+                         min_delta=args.min_delta, timeout_s=args.timeout_s,
+                         restart=args.restart, settings=settings)
+    options.check()
+    return settings, options
 
 
 def _batch(args: argparse.Namespace, argv: list[str]) -> int:
@@ -166,13 +174,7 @@ def _batch(args: argparse.Namespace, argv: list[str]) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
 
     def body() -> int:
-        from island_tools.scene.pipeline import RunOptions
-
-        settings = settings_from(args)
-        options = RunOptions(policy=args.policy, max_iter=args.max_iter,
-                             max_rounds=args.max_rounds, min_delta=args.min_delta,
-                             timeout_s=args.timeout_s, restart=args.restart, settings=settings)
-        options.check()
+        _, options = _run_options(args)
         result = execute(args.scene_dirs, options, cluster, argv=argv, quiet=args.quiet,
                          log_dir=args.log_dir)
         sys.stdout.write(render_table(result))

@@ -8,7 +8,6 @@ and exit 4 when the saved file silently keeps the old poses.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -41,6 +40,7 @@ from island_tools.errors import (
     TransformsError,
 )
 from island_tools.iteration import init_iter0, iter_step, sha256_file
+from tests._helpers import snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = Settings(blender_bin="bpy", engine="workbench", resolution=64, samples=1)
@@ -118,9 +118,6 @@ def advance(group: Path, to_n: int) -> None:
         iter_step(group, n, SETTINGS, FakeWorker())
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".lock" not in p.name}
 
 
 def move(dx: float = 0.0, dy: float = 0.0, yaw: float = 0.0) -> dict[str, Any]:

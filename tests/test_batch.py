@@ -9,18 +9,17 @@ carries the blender resource.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests._helpers import ledger_rows, load, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = f"{sys.executable} {REPO / 'tests' / 'batch_agent.py'}"
@@ -34,24 +33,10 @@ def cli(*args: str) -> int:
     return main(list(args))
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
-def ledger_rows(scene: Path, table: str) -> list[dict]:
-    conn = sqlite3.connect(scene / "ledger.sqlite")
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY seq")]
-    finally:
-        conn.close()
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file's hash; SQLite's -wal/-shm companions are not content."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
 
 
 def assert_exactly_once(scene: Path, run_id: str) -> None:

@@ -6,7 +6,6 @@ is left. Renders are 64 px. The one Blender-binary test is marked ``blender_bin`
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from island_tools.config import Settings
 from island_tools.errors import EXIT_TRANSFORMS, GroupInputError, UsageError, WorkerError
 from island_tools.greedy_agent import transforms_doc
 from island_tools.iteration import init_iter0, is_complete, iter_step, sha256_file
+from tests._helpers import snapshot
 from worker import daemon
 from worker.launch import resolve_blender, run_job
 
@@ -112,9 +112,6 @@ def write_decision(group: Path, n: int, members: dict) -> Path:
     return path
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "") -> object:

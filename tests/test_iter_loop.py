@@ -6,7 +6,6 @@ fixtures per session, copied per test.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -34,6 +33,7 @@ from island_tools.errors import (
 )
 from island_tools.greedy_agent import propose, transforms_doc
 from island_tools.iteration import init_iter0, iter_step, sha256_file
+from tests._helpers import snapshot
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
@@ -66,9 +66,6 @@ def group(built: dict[str, Path], tmp_path: Path) -> Path:
     return dest
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".lock" not in p.name}
 
 
 def write_decision(group: Path, n: int, members: dict, **extra) -> Path:

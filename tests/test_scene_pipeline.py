@@ -8,12 +8,10 @@ policy, the built-in solver; a few tests drive it through an external agent comm
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from island_tools.config import Settings
 from island_tools.iteration import sha256_file
 from island_tools.scene.errors import EXIT_GROUPS_FAILED, EXIT_RELATION_GRAPH
 from island_tools.scene.pipeline import RunOptions, ScenePipeline
+from tests._helpers import ledger_rows, load, snapshot
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
@@ -52,22 +51,10 @@ def cli(*args: str) -> int:
     return main(list(args))
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def load(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
-def ledger_rows(scene: Path, table: str) -> list[dict]:
-    conn = sqlite3.connect(scene / "ledger.sqlite")
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY seq")]
-    finally:
-        conn.close()
 
 
 def scene_poses(blend: Path) -> dict[str, np.ndarray]:
