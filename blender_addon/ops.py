@@ -614,8 +614,8 @@ class ISLAND_OT_load_settings(_IslandOperator, bpy.types.Operator):
     def run(self, context):
         values = make_runner(context).settings_dict()
         p = prefs.get(context)
-        for key in tasks.SETTINGS_KEYS:
-            setattr(p, key, values[key] if values[key] is not None else "")
+        for key, value in tasks.prefs_from_settings(values).items():
+            setattr(p, key, value)
         self.done(context, f"loaded {prefs.runner_config(context).config_path}")
 
 
@@ -630,7 +630,8 @@ class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
         config = prefs.runner_config(context)
         make_runner(context)
         p = prefs.get(context)
-        tasks.save_settings(config.config_path, {k: getattr(p, k) for k in tasks.SETTINGS_KEYS})
+        tasks.save_settings(config.config_path, tasks.settings_from_prefs(
+            {k: getattr(p, k) for k in tasks.SETTINGS_KEYS}))
         self.done(context, f"saved {config.config_path}")
 
 

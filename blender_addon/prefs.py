@@ -85,7 +85,8 @@ class ISLAND_AP_preferences(bpy.types.AddonPreferences):
     engine: EnumProperty(name="engine", items=(("workbench", "Workbench", ""),
                                                ("cycles", "Cycles", "")), default="workbench")
     resolution: IntProperty(name="resolution", default=512, min=16, max=8192)
-    samples: IntProperty(name="samples", default=16, min=0, max=65536)
+    samples: IntProperty(name="samples", default=-1, min=-1, max=65536,
+                         description="-1 = the engine's default (Workbench AA 5, Cycles 16)")
 
     def draw(self, context):
         layout = self.layout

@@ -34,6 +34,9 @@ REFINER_DIR = "simple_refiner"
 RENDER_DIR = "renders"
 SAFE_GROUP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 SETTINGS_KEYS = ("blender_bin", "engine", "resolution", "samples")
+# The preferences' IntProperty cannot hold None: -1 there is ``samples:`` empty / null in
+# DIRECTORYS.yaml, the engine's default (island_tools.config.DEFAULT_SAMPLES).
+PREFS_DEFAULT_SAMPLES = -1
 
 Progress = Callable[[str], None]
 RunJob = Callable[[dict[str, Any]], dict[str, Any]]
@@ -132,10 +135,28 @@ def load_settings(config: str | os.PathLike[str]) -> dict[str, Any]:
     return asdict(_load(config))
 
 
+def prefs_from_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The four keys as the preferences hold them: None -> "" (blender_bin), -1 (samples)."""
+    out: dict[str, Any] = {}
+    for key in SETTINGS_KEYS:
+        value = values[key]
+        if value is None:
+            value = PREFS_DEFAULT_SAMPLES if key == "samples" else ""
+        out[key] = value
+    return out
+
+
+def settings_from_prefs(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The inverse of ``prefs_from_settings`` for ``save_settings``: samples -1 -> None."""
+    return {k: (None if k == "samples" and v == PREFS_DEFAULT_SAMPLES else v)
+            for k, v in values.items() if k in SETTINGS_KEYS}
+
+
 def save_settings(config: str | os.PathLike[str], values: Mapping[str, Any]) -> None:
     """Write the four keys back into ``config``, keeping its comments and line order.
 
-    Values are validated exactly as command-line flags are (``island_tools.config``).
+    Values are validated exactly as command-line flags are (``island_tools.config``);
+    ``samples`` None is written as ``samples: null`` (the engine's default).
     """
     from island_tools import atomic
     from island_tools.config import Settings, with_overrides

@@ -400,5 +400,22 @@ def test_preferences_mirror_directorys_yaml(addon, config: Path, tmp_path: Path)
         assert text.startswith("# test settings\n") and "resolution: 128" in text
         from island_tools.config import load_settings
         assert load_settings(path).engine == "cycles"
+        # samples: -1 in the preferences <-> null (the engine's default) in the file
+        assert addon.bl_rna.properties["samples"].default == -1
+        addon.samples = -1
+        assert bpy.ops.island.save_settings() == {"FINISHED"}
+        assert "\nsamples: null\n" in path.read_text()
+        assert load_settings(path).samples is None
+        assert load_settings(path).render_job()["samples"] == 16  # cycles
+        addon.samples = 7
+        assert bpy.ops.island.load_settings() == {"FINISHED"}
+        assert addon.samples == -1
+        path.write_text(path.read_text().replace("samples: null", "samples:"))
+        addon.samples = 7
+        assert bpy.ops.island.load_settings() == {"FINISHED"}
+        assert addon.samples == -1
+        addon.samples = 5
+        assert bpy.ops.island.save_settings() == {"FINISHED"}
+        assert load_settings(path).samples == 5
     finally:
         addon.config_path = str(config)

@@ -1,6 +1,7 @@
 """Tier 1: the contract's schemas and DIRECTORYS.yaml, each rule provoked."""
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from island_tools import frames
-from island_tools.config import load_settings, with_overrides
+from island_tools.config import DEFAULT_SAMPLES, Settings, load_settings, with_overrides
 from island_tools.errors import (
     EXIT_GROUP_INPUT,
     EXIT_TARGET_SPEC,
@@ -163,6 +164,36 @@ def test_settings_file_and_overrides(tmp_path: Path) -> None:
     assert (s2.engine, s2.samples, s2.resolution) == ("workbench", 4, 64)
     repo_default = load_settings(Path(__file__).resolve().parents[1] / "DIRECTORYS.yaml")
     assert repo_default.engine == "workbench" and repo_default.blender_bin is None
+
+
+def test_settings_samples_default_per_engine(tmp_path: Path) -> None:
+    assert DEFAULT_SAMPLES == {"workbench": 5, "cycles": 16}
+    assert Settings().samples is None
+    assert Settings().render_samples == 5 and Settings().render_job()["samples"] == 5
+    assert Settings(engine="cycles").render_job() == {"engine": "cycles", "resolution": 512,
+                                                      "samples": 16}
+    for engine in ("workbench", "cycles"):  # an explicit value wins, 0 included
+        assert Settings(engine=engine, samples=0).render_job()["samples"] == 0
+        assert Settings(engine=engine, samples=8).render_samples == 8
+    cfg = tmp_path / "DIRECTORYS.yaml"
+    for text in ("engine: cycles\nsamples:\n", "engine: cycles\nsamples: null\n",
+                 "engine: cycles\n"):
+        cfg.write_text(text)
+        s = load_settings(cfg)
+        assert s.samples is None and s.render_job()["samples"] == 16, text
+        assert with_overrides(s, engine="workbench").render_samples == 5
+        assert with_overrides(s, samples=3).render_job()["samples"] == 3
+    repo_default = load_settings(Path(__file__).resolve().parents[1] / "DIRECTORYS.yaml")
+    assert repo_default.samples is None and repo_default.render_samples == 5
+
+
+def test_worker_default_samples_match_config() -> None:
+    # worker/render.py imports bpy at module level: read its DEFAULT_SAMPLES from the source.
+    source = (Path(__file__).resolve().parents[1] / "worker/render.py").read_text()
+    found = [ast.literal_eval(node.value) for node in ast.parse(source).body
+             if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "DEFAULT_SAMPLES" for t in node.targets)]
+    assert found == [DEFAULT_SAMPLES]
 
 
 @pytest.mark.parametrize("text,needle", [

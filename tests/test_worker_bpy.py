@@ -178,6 +178,18 @@ def test_render_bev_scale_is_fixed_and_grows_in_whole_metres(staged):
     assert far["render_aa"] == "OFF"
 
 
+def test_render_samples_default_per_engine(staged):
+    # No samples (argument omitted / absent from a job): the engine's default.
+    blend_io.open_blend(staged)
+    wb = render.render_views(staged.parent, "table", MEMBERS, resolution=16)
+    assert (wb["samples"], wb["render_aa"]) == (render.DEFAULT_SAMPLES["workbench"], "5")
+    res = jobs.run_job({"op": "step", "blend": str(staged), "members": MEMBERS,
+                        "anchor_id": "table", "poses": None,
+                        "render": {"engine": "cycles", "resolution": 16},
+                        "export_meshes": None})
+    assert res["render"]["samples"] == render.DEFAULT_SAMPLES["cycles"] == 16
+
+
 def test_workbench_samples_mapping():
     got = {s: render.workbench_aa(s) for s in (0, 1, 4, 5, 7, 8, 10, 11, 16, 31, 32, 64)}
     assert got == {0: "OFF", 1: "FXAA", 4: "FXAA", 5: "5", 7: "5", 8: "8", 10: "8",

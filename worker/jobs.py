@@ -12,7 +12,8 @@
     Opens ``blend`` (scripts disabled), checks every member exists; with ``poses`` assigns
     them, saves ``blend`` IN PLACE and re-opens the saved file so everything after reflects
     what is on disk; reads the members' poses back; optionally exports the mesh cache and
-    renders ``render_persp.png`` + ``render_bev.png`` into ``dirname(blend)``.
+    renders ``render_persp.png`` + ``render_bev.png`` into ``dirname(blend)``; a render
+    ``samples`` that is absent or null means the engine's default (``render.DEFAULT_SAMPLES``).
     Returns ``{"op", "blend", "poses": {name: 4x4}, "blender_version", "file_version",
     "autoexec_fail", "saved": bool, "meshes": {...} | null, "render": {...} | null,
     "timings_s": {"open", "apply_save", "reopen", "export", "render", "total"}}``.
@@ -120,7 +121,7 @@ def _step(job: Mapping) -> dict:
         render_info = render_views(os.path.dirname(blend), anchor_id, members,
                                    engine=render.get("engine", "workbench"),
                                    resolution=int(render.get("resolution", 512)),
-                                   samples=int(render.get("samples", 16)),
+                                   samples=render.get("samples"),  # None: engine default
                                    forward_axes=render.get("forward_axes"))
         timings["render"] = time.perf_counter() - t
 

@@ -32,9 +32,13 @@ Engines
   shadows in the persp view only (contact with the floor), no cavity (it doubles the time
   in software GL). ``samples`` maps to ``scene.display.render_aa``:
   0 -> 'OFF', 1..4 -> 'FXAA', >= 5 -> the largest of 5, 8, 11, 16, 32 that is <= samples.
-* ``cycles``: CPU, ``samples`` path samples, no denoising (Debian's Blender 3.4 has no
-  OpenImageDenoise), no adaptive sampling and a fixed seed (deterministic), opaque film, a
-  sun lamp plus a light-grey world so the scene is lit.
+  Default 5 (``DEFAULT_SAMPLES``): 0.25 s for the two 512 px views against 0.70 s at 16,
+  visually the same (mean abs pixel difference < 0.2/255).
+* ``cycles``: CPU, ``samples`` path samples (default 16), no denoising (Debian's Blender 3.4
+  has no OpenImageDenoise), no adaptive sampling and a fixed seed (deterministic), opaque
+  film, a sun lamp plus a light-grey world so the scene is lit.
+
+``samples`` None (or absent from a job) = ``DEFAULT_SAMPLES[engine]``.
 
 Output: PNG, RGB, 8 bit, no dithering; each file is rendered to a temporary name inside
 ``out_dir`` and renamed over the final name (atomic).
@@ -83,6 +87,9 @@ PERSP_ELEVATION_DEG = 35.0
 PERSP_FOV_DEG = 40.0
 PERSP_MARGIN = 1.10
 WORKBENCH_AA_STEPS = (5, 8, 11, 16, 32)
+# Per-engine default of ``samples``: the same dict as island_tools.config.DEFAULT_SAMPLES (the
+# worker does not import the config module; tests/test_schemas.py checks the two agree).
+DEFAULT_SAMPLES = {"workbench": 5, "cycles": 16}
 _TMP = "island_refiner_tmp"
 
 
@@ -283,18 +290,20 @@ def _render_to(scene, final: Path) -> float:
 
 
 def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Sequence[str],
-                 engine: str = "workbench", resolution: int = 512, samples: int = 16,
+                 engine: str = "workbench", resolution: int = 512, samples: int | None = None,
                  forward_axes: Mapping[str, object] | None = None) -> dict:
     """Render both views into ``out_dir``; see the module docstring. Returns paths + camera data.
 
     ``forward_axes``: optional ``{member: local forward}`` ("-Y", [0, -1], ...); each listed
     member (anchor excluded) gets a dark arrow over it in the BEV, pointing to its front.
+    ``samples`` None: the engine's default (``DEFAULT_SAMPLES``).
     """
     t_start = time.perf_counter()
     engine = str(engine).lower()
     if engine not in ENGINES:
         raise UsageError(f"unknown render engine '{engine}' (use workbench or cycles)",
                          field="engine")
+    samples = DEFAULT_SAMPLES[engine] if samples is None else int(samples)
     resolution = int(resolution)
     if not 8 <= resolution <= 8192:
         raise UsageError(f"render resolution {resolution} out of range 8..8192",
