@@ -521,7 +521,8 @@ class _RunLog:
         self.doc: dict[str, Any] = {
             "version": 1, "group_dir": str(group.root), "policy": policy.spec,
             "model": policy.model, "generated_by": policy.generated_by,
-            "settings": asdict(settings), "min_iter": MIN_ITER, "max_iter": max_iter,
+            "settings": {**asdict(settings), "samples": settings.render_samples},
+            "min_iter": MIN_ITER, "max_iter": max_iter,
             "status": "running", "started_utc": started, "finished_utc": None,
             "stop_reason": None, "final_iter": None, "exit_code": None, "ok": None,
             "nonempty_iters": [], "promoted": None, "iterations": [], "errors": [],

@@ -358,7 +358,7 @@ def run(args) -> dict[str, Any]:
     group = prepare_group(work / "bpy", None, resolution)
     rss_group = work / "rss" / group.name
     shutil.copytree(group, rss_group)
-    configured = load_settings().samples
+    configured = load_settings().render_samples
     blender = binary_or_none(args)
     for samples in dict.fromkeys((configured, FXAA_SAMPLES)):
         tag = f"AA {workbench_aa(samples)}"

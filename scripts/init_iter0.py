@@ -15,9 +15,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
+from scripts._step_host import run_cli  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
+    """The call in this process (the step host runs this too)."""
     args = parser("init_iter0", __doc__.splitlines()[0]).parse_args(argv)
 
     def body() -> int:
@@ -34,6 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return run_main("init_iter0", body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """On the step host when the warm path is on (scripts/_step_host.py), else in-process."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    code = run_cli("init_iter0", argv)
+    return run(argv) if code is None else code
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
+from scripts._step_host import run_cli  # noqa: E402
 
 
 def _summary(geometry: dict) -> str:
@@ -43,7 +44,8 @@ def _summary(geometry: dict) -> str:
     return ", ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> int:
+    """The call in this process (the step host runs this too)."""
     p = parser("iter_step", __doc__.splitlines()[0])
     p.add_argument("--iter", type=int, required=True, dest="n", help="iteration N >= 1")
     args = p.parse_args(argv)
@@ -64,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return run_main("iter_step", body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """On the step host when the warm path is on (scripts/_step_host.py), else in-process."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    code = run_cli("iter_step", argv)
+    return run(argv) if code is None else code
 
 
 if __name__ == "__main__":

@@ -92,12 +92,13 @@ def via_daemon(backend, opts: daemon.DaemonOptions) -> Callable[[dict], dict]:
     return lambda job: run_job(job, backend, daemon=opts)
 
 
-def live(ddir: Path) -> list[dict]:
-    return [e for e in daemon.status(ddir) if e.get("running")]
+def live(ddir: Path, prefix: str = "bpy-") -> list[dict]:
+    """Running warm workers (``prefix="host-"``: step hosts, scripts/_step_host.py)."""
+    return [e for e in daemon.status(ddir) if e.get("running") and e["key"].startswith(prefix)]
 
 
-def the_pid(ddir: Path) -> int:
-    entries = live(ddir)
+def the_pid(ddir: Path, prefix: str = "bpy-") -> int:
+    entries = live(ddir, prefix)
     assert len(entries) == 1, entries
     return entries[0]["pid"]
 
@@ -125,8 +126,8 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str =
         time.sleep(0.02)
 
 
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+def cli(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
                           check=False,
                           env={**os.environ, **(env or {})}, timeout=300)
 
@@ -284,9 +285,11 @@ def test_cli_starts_one_daemon_on_demand_reuses_it_and_keeps_stdout_clean(
     assert pids[0] == pids[1]
     entry = live(ddir)[0]
     assert entry["jobs"] == 2 and entry["key"].startswith("bpy-5.0")
+    host = live(ddir, "host-")  # the CLI handed both whole calls to the step host
+    assert len(host) == 1 and host[0]["jobs"] == 2 and host[0]["kind"] == "step host"
     assert "Saved:" in Path(entry["log"]).read_text()  # Blender's output went to the log
     status = cli("-m", "worker.daemon", "--status", "--json", "--dir", str(ddir))
-    assert json.loads(status.stdout)[0]["pid"] == pids[0]
+    assert {e["pid"] for e in json.loads(status.stdout)} == {pids[0], host[0]["pid"]}
     # A bad transforms.json is the client's error (exit 3); the daemon is untouched.
     bad = write_decision(group, 3, {"table": {"delta_xyz": [0, 0, 0], "delta_yaw_deg": 1}})
     proc = cli("scripts/iter_step.py", *flags, "--iter", "3")
@@ -298,7 +301,8 @@ def test_cli_starts_one_daemon_on_demand_reuses_it_and_keeps_stdout_clean(
     assert proc.returncode == 0 and proc.stdout.startswith("[iter_step] sanity OK")
     assert live(ddir)[0]["jobs"] == 2
     stopped = cli("-m", "worker.daemon", "--stop", "--dir", str(ddir))
-    assert f"pids [{pids[0]}]" in stopped.stdout and not live(ddir)
+    assert "stopped 2 warm worker(s)" in stopped.stdout and str(pids[0]) in stopped.stdout
+    assert not live(ddir) and not live(ddir, "host-")
     assert not daemon.pid_alive(pids[0])
 
 
@@ -309,10 +313,13 @@ def test_daemon_and_fresh_process_outputs_are_identical(group: Path, ddir: Path)
              "--blender-bin", "bpy", "--quiet"]
     for n in (1, 2):
         write_decision(group, n, MOVES[n - 1])
-        assert cli("scripts/iter_step.py", *flags, "--iter", str(n)).returncode == 0
+        warm = cli("scripts/iter_step.py", *flags, "--iter", str(n))
+        assert warm.returncode == 0
     it2 = group / "simple_refiner" / "iter_2"
     first = {p.name: p.read_bytes() for p in it2.iterdir()}
-    assert cli("scripts/iter_step.py", *flags, "--iter", "2", "--no-daemon").returncode == 0
+    fresh = cli("scripts/iter_step.py", *flags, "--iter", "2", "--no-daemon")
+    assert fresh.returncode == 0
+    assert warm.stdout == fresh.stdout  # streamed back by the step host, line for line
     assert live(ddir)[0]["jobs"] == 2  # the --no-daemon step never reached it
     for name in ("geometry.json", "current_state.json", "transforms.json"):
         assert (it2 / name).read_bytes() == first[name], name
@@ -533,9 +540,9 @@ def test_blender_binary_gets_its_own_daemon(tmp_path: Path, ddir: Path) -> None:
     assert out["blender_version"] == backend.version and out["saved"]
     assert np.allclose(out["poses"]["chair_1"], pose, atol=1e-6)
     assert (tmp_path / "render_bev.png").is_file()
-    pid = the_pid(ddir)
+    pid = the_pid(ddir, "blender-")
     with pytest.raises(UsageError, match="unknown worker op"):
         run_job({"op": "nope"}, backend, daemon=opts)
-    entry = live(ddir)[0]
+    entry = live(ddir, "blender-")[0]
     assert entry["pid"] == pid and entry["jobs"] == 2
     assert entry["key"].startswith(f"blender-{backend.version}-")

@@ -131,7 +131,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,7 +276,12 @@ class Paths:
 
 def code_fingerprint() -> str:
     """Changes whenever a module the daemon runs jobs with changes on disk."""
-    files = sorted((_REPO / "worker").glob("*.py")) + [_REPO / f for f in _CODE_FILES]
+    return fingerprint(sorted((_REPO / "worker").glob("*.py")) + [_REPO / f for f in _CODE_FILES])
+
+
+def fingerprint(files: Iterable[Path]) -> str:
+    """A digest of the files' names, sizes and mtimes (a daemon started from other code on
+    disk retires instead of running a job)."""
     digest = hashlib.sha1()
     for path in files:
         try:
@@ -488,24 +493,29 @@ def _last_log_line(paths: Paths) -> str:
     return lines[-1] if lines else ""
 
 
-def _start(backend: Any, paths: Paths, options: DaemonOptions) -> tuple[socket.socket, int]:
-    """Start a daemon (caller holds the client lock) and connect to it."""
+def _start_worker(backend: Any, paths: Paths, options: DaemonOptions
+                  ) -> tuple[socket.socket, int]:
     if getattr(backend, "embedded", True):
         env = dict(os.environ)
     else:
         from .launch import _child_env
         env = _child_env(backend)
+    return start(paths, daemon_command(backend, paths, options), env)
+
+
+def start(paths: Paths, command: list[str], env: Mapping[str, str], what: str = "warm worker"
+          ) -> tuple[socket.socket, int]:
+    """Start a daemon with ``command`` (caller holds the client lock) and connect to it."""
     with contextlib.suppress(OSError):
         if paths.log.stat().st_size > LOG_ROTATE_BYTES:
             os.replace(paths.log, paths.log.with_name(paths.log.name + ".1"))
     log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        proc = subprocess.Popen(daemon_command(backend, paths, options),
-                                stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-                                cwd=str(paths.directory), env=env, start_new_session=True,
-                                close_fds=True)
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_fd,
+                                stderr=log_fd, cwd=str(paths.directory), env=dict(env),
+                                start_new_session=True, close_fds=True)
     except OSError as exc:
-        raise WorkerError(f"cannot start the warm worker: {exc}", file=str(paths.log),
+        raise WorkerError(f"cannot start the {what}: {exc}", file=str(paths.log),
                           fix="run with --no-daemon") from None
     finally:
         os.close(log_fd)
@@ -517,12 +527,12 @@ def _start(backend: Any, paths: Paths, options: DaemonOptions) -> tuple[socket.s
             return conn
         code = proc.poll()
         if code is not None:
-            raise WorkerError(f"the warm worker exited with status {code} while starting: "
+            raise WorkerError(f"the {what} exited with status {code} while starting: "
                               f"{_last_log_line(paths) or 'no output'}", file=str(paths.log),
                               fix="see the log, or run with --no-daemon")
         if time.monotonic() > deadline:
             proc.kill()
-            raise WorkerError(f"the warm worker did not start within {START_TIMEOUT_S:g} s",
+            raise WorkerError(f"the {what} did not start within {START_TIMEOUT_S:g} s",
                               file=str(paths.log), fix="see the log, or run with --no-daemon")
         time.sleep(0.01)
 
@@ -564,25 +574,45 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
 
     options = options or DaemonOptions()
     paths = Paths(private_dir(options.directory), backend_key(backend))
+    op = str(job.get("op"))
+    guard = _InputGuard(job)
+    reply = call(paths, dict(job), code_fingerprint(),
+                 lambda: _start_worker(backend, paths, options), options, timeout=timeout,
+                 label=f"job '{op}'", before_retry=guard.restore)
+    if isinstance(reply.get("error"), dict):
+        raise_result_error(reply["error"])
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise WorkerError(f"the warm worker sent no result for job '{op}'", file=str(paths.log))
+    return result
+
+
+def call(paths: Paths, job: dict[str, Any], code: str,
+         start_daemon: Callable[[], tuple[socket.socket, int]], options: DaemonOptions, *,
+         timeout: float = DEFAULT_TIMEOUT_S, label: str = "the job", what: str = "warm worker",
+         on_stream: Callable[[dict[str, Any]], None] | None = None,
+         before_retry: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Hand ``job`` to the daemon at ``paths`` (``start_daemon`` starts one if there is none)
+    and return its final reply: ``{"result": ...}`` or ``{"error": {...}}``.
+
+    Messages with a ``stream`` key that arrive before it go to ``on_stream``. Clients queue on
+    the key's client lock; a daemon that dies after accepting is replaced and the job retried
+    once (``before_retry`` first restores whatever the job overwrites in place)."""
     paths.check()
-    op = job.get("op")
-    request = {"protocol": PROTOCOL, "kind": "job", "job": dict(job), "cwd": os.getcwd(),
-               "code": code_fingerprint()}
+    request = {"protocol": PROTOCOL, "kind": "job", "job": job, "cwd": os.getcwd(), "code": code}
     try:
         json.dumps(request, allow_nan=False)
     except (TypeError, ValueError) as exc:
         from island_tools.errors import UsageError
-        raise UsageError(f"worker job '{op}' is not plain JSON: {exc}") from None
-    guard = _InputGuard(job)
+        raise UsageError(f"{label} is not plain JSON: {exc}") from None
     died: list[int] = []
     unaccepted = 0
     with _flock(paths.client_lock, blocking=False) as got:
         if not got:
-            _notice(options, "[worker] waiting for the warm worker (another job is running)")
+            _notice(options, f"[worker] waiting for the {what} (another job is running)")
     with _flock(paths.client_lock):
         while True:
-            conn = _connect(paths) or _start(backend, paths, options)
-            sock, pid = conn
+            sock, pid = _connect(paths) or start_daemon()
             with sock:
                 try:
                     sock.settimeout(timeout)
@@ -591,8 +621,8 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
                 except TimeoutError:
                     # We hold the client lock, so no live client keeps it busy: it is hung
                     # (or still on the job of a client that was killed, for over `timeout`).
-                    _notice(options, f"[worker] the warm worker (pid {pid}) did not take the "
-                                     f"job within {timeout:g} s; replacing it")
+                    _notice(options, f"[worker] the {what} (pid {pid}) did not take "
+                                     f"{label} within {timeout:g} s; replacing it")
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, signal.SIGKILL)
                     ack = None
@@ -602,17 +632,21 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
                     # Not accepted: the daemon was exiting (idle, recycled, stale code).
                     unaccepted += 1
                     if unaccepted > 5:
-                        raise WorkerError(f"the warm worker (pid {pid}) keeps refusing job "
-                                          f"'{op}'", file=str(paths.log),
+                        raise WorkerError(f"the {what} (pid {pid}) keeps refusing {label}",
+                                          file=str(paths.log),
                                           fix="see the log, or run with --no-daemon")
                     _wait_gone(pid, LOCK_WAIT_S)
                     continue
                 try:
                     reply = recv_message(sock)
+                    while reply is not None and "stream" in reply:
+                        if on_stream is not None:
+                            on_stream(reply)
+                        reply = recv_message(sock)
                 except TimeoutError:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, signal.SIGKILL)
-                    raise WorkerError(f"the warm worker (pid {pid}) did not finish job '{op}' "
+                    raise WorkerError(f"the {what} (pid {pid}) did not finish {label} "
                                       f"within {timeout:g} s and was killed",
                                       file=str(paths.log)) from None
                 except (OSError, ProtocolError):
@@ -620,21 +654,16 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
             if reply is None:
                 died.append(pid)
                 if len(died) > 1:
-                    raise WorkerError(f"the warm worker died twice during job '{op}' (pids "
+                    raise WorkerError(f"the {what} died twice during {label} (pids "
                                       f"{died[0]}, {died[1]})", file=str(paths.log),
                                       fix="see the log, or run with --no-daemon")
-                _notice(options, f"[worker] the warm worker (pid {pid}) died during job "
-                                 f"'{op}'; retrying once on a fresh one")
+                _notice(options, f"[worker] the {what} (pid {pid}) died during {label}; "
+                                 "retrying once on a fresh one")
                 _wait_gone(pid, LOCK_WAIT_S)
-                guard.restore()
+                if before_retry is not None:
+                    before_retry()
                 continue
-            if isinstance(reply.get("error"), dict):
-                raise_result_error(reply["error"])
-            result = reply.get("result")
-            if not isinstance(result, dict):
-                raise WorkerError(f"the warm worker sent no result for job '{op}'",
-                                  file=str(paths.log))
-            return result
+            return reply
 
 
 def _known_keys(directory: Path) -> list[str]:
@@ -721,9 +750,52 @@ def shutdown_all(directory: str | os.PathLike[str] | None = None,
 
 # --------------------------------------------------------------------------- server
 
+class Handler:
+    """What a daemon does with a job. The default is the warm worker's: ``worker.jobs`` in
+    this Blender. ``scripts/_step_host.py`` subclasses it for the step host."""
+
+    name = "warm worker"
+
+    def prepare(self) -> None:
+        """Imports and warm-up, before the socket is bound (a client never waits on them)."""
+        import bpy  # noqa: F401
+
+        import worker.jobs  # noqa: F401
+
+    def fingerprint(self) -> str:
+        return code_fingerprint()
+
+    def describe(self) -> dict[str, Any]:
+        import bpy
+        return {"blender_version": ".".join(str(v) for v in bpy.app.version)}
+
+    def label(self, job: Any) -> str:
+        return str(job.get("op")) if isinstance(job, dict) else "?"
+
+    def run(self, job: Any, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """``{"result": ...}``; an exception becomes ``{"error": ...}``. ``emit`` sends a
+        ``{"stream": ...}`` message to the client right away."""
+        from worker.jobs import run_job
+        return {"result": run_job(job)}
+
+    def between_jobs(self) -> None:
+        import bpy
+        # Back to the state of a fresh Blender: the job's data goes, and so does whatever
+        # a job did to the session (UI, preferences) that a later save would write.
+        with contextlib.suppress(RuntimeError):
+            bpy.ops.wm.read_homefile(use_factory_startup=True)
+        gc.collect()
+        purge = getattr(bpy.data, "orphans_purge", None)
+        if purge is not None:
+            with contextlib.suppress(RuntimeError, TypeError):
+                purge(do_local_ids=True, do_linked_ids=True, do_recursive=True)
+
+
 class _Server:
-    def __init__(self, paths: Paths, idle_s: float, max_jobs: int, max_rss_mb: int) -> None:
+    def __init__(self, paths: Paths, idle_s: float, max_jobs: int, max_rss_mb: int,
+                 handler: Handler) -> None:
         self.paths = paths
+        self.handler = handler
         self.idle_s = float(idle_s)
         self.max_jobs = int(max_jobs)
         self.max_rss_mb = int(max_rss_mb)
@@ -743,9 +815,8 @@ class _Server:
         print(f"[daemon {os.getpid()} {_utc()}] {message}", flush=True)
 
     def snapshot(self) -> dict[str, Any]:
-        import bpy
         return {"pid": os.getpid(), "key": self.paths.key, "state": self.state,
-                "blender_version": ".".join(str(v) for v in bpy.app.version),
+                "kind": self.handler.name, **self.handler.describe(),
                 "python": sys.version.split()[0], "started_utc": self.started,
                 "jobs": self.jobs, "rss_mb": rss_mb(), "idle_s": self.idle_s,
                 "max_jobs": self.max_jobs, "max_rss_mb": self.max_rss_mb,
@@ -787,10 +858,9 @@ class _Server:
 
     # ------------------------------------------------------------------ jobs
 
-    def run_one(self, job: Any) -> dict[str, Any]:
-        from worker.jobs import run_job
+    def run_one(self, job: Any, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         try:
-            return {"result": run_job(job)}
+            return self.handler.run(job, emit)
         except IslandError as exc:
             err = {"type": type(exc).__name__, "message": _one_line(exc),
                    "exit_code": int(exc.exit_code)}
@@ -801,18 +871,6 @@ class _Server:
                    "exit_code": EXIT_INTERNAL}
         self.log(f"job failed: {err['type']}: {err['message']}")
         return {"error": err}
-
-    def between_jobs(self) -> None:
-        import bpy
-        # Back to the state of a fresh Blender: the job's data goes, and so does whatever
-        # a job did to the session (UI, preferences) that a later save would write.
-        with contextlib.suppress(RuntimeError):
-            bpy.ops.wm.read_homefile(use_factory_startup=True)
-        gc.collect()
-        purge = getattr(bpy.data, "orphans_purge", None)
-        if purge is not None:
-            with contextlib.suppress(RuntimeError, TypeError):
-                purge(do_local_ids=True, do_linked_ids=True, do_recursive=True)
 
     def pause_for_debugging(self) -> None:
         if not self.pause_file or not os.path.exists(self.pause_file):
@@ -826,7 +884,7 @@ class _Server:
     def handle_job(self, conn: socket.socket, request: dict[str, Any]) -> None:
         if request.get("protocol") != PROTOCOL or request.get("code") != self.code:
             why = ("protocol mismatch" if request.get("protocol") != PROTOCOL
-                   else "worker code changed on disk")
+                   else "its code changed on disk")
             self.stop_reason = f"retired: {why}"
             self.unbind()
             with contextlib.suppress(OSError):
@@ -837,14 +895,25 @@ class _Server:
         self.set_state("busy")
         self.pause_for_debugging()
         job = request.get("job")
-        op = job.get("op") if isinstance(job, dict) else None
+        op = self.handler.label(job)
         cwd = request.get("cwd")
         try:
             os.chdir(cwd if isinstance(cwd, str) and os.path.isdir(cwd) else "/")
         except OSError:
             os.chdir("/")
+        gone: list[str] = []
+
+        def emit(message: dict[str, Any]) -> None:
+            if gone:
+                return
+            try:
+                send_message(conn, {**message, "stream": message.get("stream", "stderr")})
+            except (OSError, ValueError, ProtocolError) as exc:
+                gone.append(str(exc))  # the client went away: finish the job regardless
+                self.log(f"job {self.jobs}: client gone ({exc}); finishing the job")
+
         t0 = time.perf_counter()
-        reply = self.run_one(job)
+        reply = self.run_one(job, emit)
         seconds = time.perf_counter() - t0
         reply["daemon"] = {"pid": os.getpid(), "job_number": self.jobs,
                            "seconds": round(seconds, 4)}
@@ -853,7 +922,7 @@ class _Server:
         except (OSError, ValueError, ProtocolError) as exc:
             self.log(f"could not send the reply of job {self.jobs}: {exc}")
         os.chdir("/")
-        self.between_jobs()
+        self.handler.between_jobs()
         memory = rss_mb()
         self.last_job = {"op": op, "seconds": round(seconds, 4), "finished_utc": _utc(),
                          "ok": "result" in reply}
@@ -896,10 +965,8 @@ class _Server:
     # ------------------------------------------------------------------ main loop
 
     def serve(self) -> int:
-        import bpy  # noqa: F401 - imported before binding: a client never waits on it
-
-        import worker.jobs  # noqa: F401
-        self.code = code_fingerprint()
+        self.handler.prepare()
+        self.code = self.handler.fingerprint()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -960,8 +1027,9 @@ def _redirect_output(log: Path) -> None:
 
 
 def serve(directory: str | os.PathLike[str] | None, key: str | None, idle_s: float,
-          max_jobs: int, max_rss_mb: int) -> int:
+          max_jobs: int, max_rss_mb: int, handler: Handler | None = None) -> int:
     """Run a daemon in this process until it exits (see the module docstring)."""
+    handler = handler or Handler()
     paths = Paths(private_dir(directory), key or _own_key())
     paths.check()
     _redirect_output(paths.log)
@@ -973,14 +1041,14 @@ def serve(directory: str | os.PathLike[str] | None, key: str | None, idle_s: flo
             break
         except BlockingIOError:
             if time.monotonic() > deadline:
-                print(f"[daemon {os.getpid()}] another warm worker holds {paths.daemon_lock}; "
+                print(f"[daemon {os.getpid()}] another {handler.name} holds {paths.daemon_lock}; "
                       "exiting", flush=True)
                 return EXIT_ALREADY_RUNNING
             time.sleep(0.05)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     try:
-        return _Server(paths, idle_s, max_jobs, max_rss_mb).serve()
+        return _Server(paths, idle_s, max_jobs, max_rss_mb, handler).serve()
     finally:
         os.close(fd)
 
