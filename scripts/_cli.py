@@ -27,7 +27,8 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--group-dir", required=True, help="<scene_dir>/relation_groups/<G>")
     p.add_argument("--samples", type=int, default=None,
                    help="Cycles samples; Workbench: anti-aliasing samples (0 off, 1-4 FXAA, "
-                        "else 5/8/11/16/32)")
+                        "else 5/8/11/16/32); default: DIRECTORYS.yaml, else the engine's "
+                        "(Workbench 5, Cycles 16)")
     p.add_argument("--blender-bin", default=None,
                    help="Blender binary to run as a subprocess ('bpy' = embedded module); "
                         "default: DIRECTORYS.yaml::blender_bin, $BLENDER, embedded bpy, "
@@ -37,8 +38,9 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--no-daemon", action="store_true",
-                   help="run Blender in this process (or as a subprocess) instead of on the "
-                        "warm worker; default: DIRECTORYS.yaml::daemon (true)")
+                   help="run the whole call in this process, Blender in-process (or as a "
+                        "subprocess), instead of on the warm step host and worker; default: "
+                        "DIRECTORYS.yaml::daemon (true)")
     return p
 
 

@@ -131,6 +131,10 @@ def run_cli(prog: str, argv: list[str]) -> int | None:
                                     "umask": _umask()},
                             host_fingerprint(), start, options, timeout=CALL_TIMEOUT_S,
                             label=prog, what="step host", on_stream=_print_stream)
+    except KeyboardInterrupt:
+        print(f"[{prog}] interrupted; the step host finishes the call (its iteration ends "
+              "complete or untouched, never half-written)", file=sys.stderr)
+        return 130
     except IslandError as exc:
         if start_failed:
             print(f"[{prog}] step host unavailable, running in this process: "

@@ -1,5 +1,12 @@
 """The warm worker: one long-lived Blender per backend that runs worker jobs over a UNIX socket.
 
+The server and client here are generic: ``serve(..., handler)`` runs any ``Handler``
+(prepare / fingerprint / run / between_jobs) and ``call`` + ``start`` are the client side.
+The warm worker is the default handler (``worker.jobs`` in Blender); ``scripts/_step_host.py``
+uses the same machinery for the step host, a warm Python that runs whole ``iter_step.py``
+calls and streams their output back as ``{"stream": "stdout"|"stderr", "text"}`` messages
+before the final reply. Everything below applies to both (key ``host-...`` for hosts).
+
 An agent runs ``iter_step.py`` as a fresh process every iteration. Done in that process, a
 step pays ``import bpy`` (~0.5 s) and Workbench's first-render warm-up (~1 s) every time;
 handed to a Blender that stays alive, it costs little more than its two renders. This module
