@@ -14,6 +14,7 @@ one-line UsageError naming the key.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -111,16 +112,10 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
             raise UsageError("config file not found", file=str(cfg),
                              fix="pass an existing DIRECTORYS.yaml to --config")
         return Settings()
-    import yaml
-
-    try:
-        doc = yaml.safe_load(cfg.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise UsageError(f"malformed YAML{where}: {problem}", file=str(cfg),
-                         fix="fix the YAML syntax") from exc
+    text = cfg.read_text(encoding="utf-8")
+    doc = flat_yaml(text)
+    if doc is None:
+        doc = _yaml_load(text, cfg)
     if doc is None:
         return Settings()
     if not isinstance(doc, dict):
@@ -128,6 +123,68 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
                          fix="write key: value lines")
     values = {str(k): _check(str(k), v, str(cfg)) for k, v in doc.items()}
     return Settings(**values)
+
+
+# A DIRECTORYS.yaml is flat ``key: scalar`` lines. Those are read without PyYAML (whose
+# import alone is ~25 ms of every warm ``iter_step.py`` call's ~0.1 s client side); the
+# moment a file holds anything else - nesting, flow style, anchors, a trailing comment, a
+# scalar whose YAML 1.1 type is not obvious (yes/on, 012, 1e5, .inf, dates) - it goes to
+# PyYAML. tests/test_schemas.py checks ``flat_yaml`` against ``yaml.safe_load``.
+_FLAT_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?: +(.*?))? *")
+_FLAT_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLAT_FLOAT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\.[0-9]+")
+_FLAT_PLAIN = re.compile(r"[A-Za-z/~][A-Za-z0-9_./~-]*")
+_FLAT_CONSTANTS = {"null": None, "Null": None, "NULL": None, "~": None, "true": True,
+                   "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_YAML11_WORDS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def _flat_scalar(text: str) -> tuple[bool, Any]:
+    if text in _FLAT_CONSTANTS:
+        return True, _FLAT_CONSTANTS[text]
+    if _FLAT_INT.fullmatch(text):
+        return True, int(text)
+    if _FLAT_FLOAT.fullmatch(text):
+        return True, float(text)
+    if len(text) >= 2 and text[0] == text[-1] == '"' and not any(c in text[1:-1] for c in '"\\'):
+        return True, text[1:-1]
+    if len(text) >= 2 and text[0] == text[-1] == "'" and "'" not in text[1:-1]:
+        return True, text[1:-1]
+    if _FLAT_PLAIN.fullmatch(text) and text.lower() not in _YAML11_WORDS:
+        return True, text
+    return False, None
+
+
+def flat_yaml(text: str) -> dict[str, Any] | None:
+    """``text`` as a flat mapping of simple scalars, or None if PyYAML must decide (an empty
+    document included)."""
+    doc: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _FLAT_KEY.fullmatch(line)
+        if match is None or "#" in line or "\t" in line or match.group(1) in doc:
+            return None
+        if match.group(1) in _FLAT_CONSTANTS or match.group(1).lower() in _YAML11_WORDS:
+            return None  # YAML makes such a key a bool or null, not a string
+        ok, value = _flat_scalar(match.group(2) or "~")
+        if not ok:
+            return None
+        doc[match.group(1)] = value
+    return doc or None
+
+
+def _yaml_load(text: str, cfg: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise UsageError(f"malformed YAML{where}: {problem}", file=str(cfg),
+                         fix="fix the YAML syntax") from exc
 
 
 def with_overrides(settings: Settings, **flags: Any) -> Settings:

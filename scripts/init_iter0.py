@@ -14,12 +14,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
 from scripts._step_host import run_cli  # noqa: E402
 
 
 def run(argv: list[str] | None = None) -> int:
     """The call in this process (the step host runs this too)."""
+    from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from
+
     args = parser("init_iter0", __doc__.splitlines()[0]).parse_args(argv)
 
     def body() -> int:

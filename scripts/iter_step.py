@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from  # noqa: E402
 from scripts._step_host import run_cli  # noqa: E402
 
 
@@ -46,6 +45,8 @@ def _summary(geometry: dict) -> str:
 
 def run(argv: list[str] | None = None) -> int:
     """The call in this process (the step host runs this too)."""
+    from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from
+
     p = parser("iter_step", __doc__.splitlines()[0])
     p.add_argument("--iter", type=int, required=True, dest="n", help="iteration N >= 1")
     args = p.parse_args(argv)
