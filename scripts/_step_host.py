@@ -4,12 +4,13 @@ An agent runs ``iter_step.py`` as a fresh process every iteration. The warm work
 (``worker/daemon.py``) keeps *Blender* alive, but a fresh CLI process still paid its own
 start: numpy, python-fcl, pillow and the island_tools modules (~0.2 s), then geometry,
 annotation and JSON on cold caches. So the CLI is now a thin client: this module's
-``run_cli`` uses nothing but the standard library (plus ``island_tools.config`` /
-``.errors`` and ``worker.daemon``'s socket code, all stdlib-only) and hands the whole call -
+``run_cli`` uses nothing but cheap standard-library modules (plus ``island_tools.configfile``
+/ ``.errors`` and ``worker.daemon_client``, written to stay so) and hands the whole call -
 argv, working directory, environment, umask - to a long-lived Python that has everything
-imported. That host runs exactly the in-process CLI (``scripts.iter_step.run(argv)``), whose
-Blender jobs go on to the warm worker as before, and streams the call's stdout/stderr lines
-back as they are printed; the client prints them and exits with the host's exit code.
+imported (``scripts/_step_host_server.py``). That host runs exactly the in-process CLI
+(``scripts.iter_step.run(argv)``), whose Blender jobs go on to the warm worker as before,
+and streams the call's stdout/stderr lines back as they are printed; the client prints them
+and exits with the host's exit code.
 
     agent -> iter_step.py (stdlib client) -> step host (python: island_tools, numpy, fcl, PIL)
                                                -> warm worker (Blender: apply, save, render)
@@ -31,22 +32,23 @@ the call (its output is lost; the iteration is complete or untouched, never half
 """
 from __future__ import annotations
 
-import contextlib
-import gc
-import hashlib
-import io
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from island_tools.configfile import DEFAULTS, read_config  # noqa: E402
 from island_tools.errors import EXIT_INTERNAL, IslandError  # noqa: E402
-from worker import daemon  # noqa: E402
+from worker import daemon_client as daemon  # noqa: E402
+
+TYPE_CHECKING = False  # not typing's: the client stays cheap to import
+if TYPE_CHECKING:
+    from typing import Any
+
+SERVER = Path(__file__).resolve().with_name("_step_host_server.py")
 
 PROGS = ("init_iter0", "iter_step")
 # A call waits on at most two worker jobs, each with its own timeout, plus one retry.
@@ -55,7 +57,7 @@ _LOCAL_FLAGS = ("-h", "--help", "--no-daemon")
 
 
 def host_key() -> str:
-    digest = hashlib.sha1(f"{sys.executable}\0{REPO}".encode()).hexdigest()[:10]
+    digest = daemon.short_digest(f"{sys.executable}\0{REPO}")
     return f"host-py{sys.version_info[0]}.{sys.version_info[1]}-{digest}"
 
 
@@ -68,7 +70,7 @@ def host_fingerprint() -> str:
 
 
 def host_command(paths: daemon.Paths, options: daemon.DaemonOptions) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "--serve",
+    return [sys.executable, str(SERVER), "--serve",
             "--dir", str(paths.directory), "--key", paths.key,
             "--idle-s", repr(float(options.idle_s)), "--max-jobs", str(int(options.max_jobs)),
             "--max-rss-mb", str(int(options.max_rss_mb))]
@@ -102,19 +104,17 @@ def _print_stream(message: dict[str, Any]) -> None:
 def run_cli(prog: str, argv: list[str]) -> int | None:
     """Run ``prog argv`` on the step host and return its exit code; None means "run it in
     this process" (host not wanted, or it could not be started)."""
-    from island_tools.config import load_settings
-
     if any(arg in _LOCAL_FLAGS for arg in argv):
         return None
     try:
-        settings = load_settings(_config_arg(argv))
+        config = {**DEFAULTS, **read_config(_config_arg(argv))}
     except IslandError:
         return None  # the in-process path reports the bad config in its own words
-    if not daemon.daemon_allowed(settings.daemon):
+    if not daemon.daemon_allowed(config["daemon"]):
         return None
-    options = daemon.DaemonOptions(idle_s=settings.daemon_idle_s,
-                                   max_jobs=settings.daemon_max_jobs,
-                                   max_rss_mb=settings.daemon_max_rss_mb)
+    options = daemon.DaemonOptions(idle_s=config["daemon_idle_s"],
+                                   max_jobs=config["daemon_max_jobs"],
+                                   max_rss_mb=config["daemon_max_rss_mb"])
     start_failed: list[str] = []
     try:
         paths = daemon.Paths(daemon.private_dir(options.directory), host_key())
@@ -150,111 +150,3 @@ def run_cli(prog: str, argv: list[str]) -> int | None:
     print(f"[{prog}] error (exit {code}): {err.get('message') or 'the step host sent no result'}",
           file=sys.stderr)
     return int(code)
-
-
-# --------------------------------------------------------------------------- host
-
-class _Stream(io.TextIOBase):
-    """A text stream whose lines go to the client as ``{"stream": name, "text": ...}``."""
-
-    def __init__(self, name: str, emit: Callable[[dict[str, Any]], None]) -> None:
-        self.name_ = name
-        self.emit = emit
-        self.buffer_: list[str] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:  # type: ignore[override]
-        self.buffer_.append(text)
-        if "\n" in text:
-            self.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        if self.buffer_:
-            text, self.buffer_ = "".join(self.buffer_), []
-            self.emit({"stream": self.name_, "text": text})
-
-
-class StepHostHandler(daemon.Handler):
-    name = "step host"
-
-    def __init__(self) -> None:
-        self.environ = dict(os.environ)
-        self.umask = _umask()
-
-    def prepare(self) -> None:
-        import numpy  # noqa: F401
-
-        import island_tools.annotate  # noqa: F401
-        import island_tools.forward_axis  # noqa: F401
-        import island_tools.geometry  # noqa: F401
-        import island_tools.iteration  # noqa: F401
-        import scripts.init_iter0  # noqa: F401
-        import scripts.iter_step  # noqa: F401
-        import worker.launch  # noqa: F401
-
-    def fingerprint(self) -> str:
-        return host_fingerprint()
-
-    def describe(self) -> dict[str, Any]:
-        return {"executable": sys.executable}
-
-    def label(self, job: Any) -> str:
-        return str(job.get("prog")) if isinstance(job, dict) else "?"
-
-    def run(self, job: Any, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        from island_tools.errors import UsageError
-
-        if not isinstance(job, dict) or job.get("prog") not in PROGS:
-            raise UsageError(f"the step host runs {' / '.join(PROGS)}, not {job!r:.60}")
-        argv, env, umask = job.get("argv"), job.get("env"), job.get("umask")
-        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-                and isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in env.items())):
-            raise UsageError("malformed step-host request: argv and env must be strings")
-        module = sys.modules[f"scripts.{job['prog']}"]
-        os.environ.clear()
-        os.environ.update(env)  # the call sees the client's environment, as if run there
-        if isinstance(umask, int):
-            os.umask(umask & 0o777)
-        out, err = _Stream("stdout", emit), _Stream("stderr", emit)
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
-        try:
-            code: Any = module.run(argv)
-        except SystemExit as exc:  # argparse's usage errors and --help
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        finally:
-            out.flush()
-            err.flush()
-            sys.stdout, sys.stderr = saved
-        return {"result": {"exit_code": int(code or 0)}}
-
-    def between_jobs(self) -> None:
-        os.environ.clear()
-        os.environ.update(self.environ)
-        os.umask(self.umask)
-        gc.collect()
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="scripts/_step_host.py",
-                                 description="Run the step host (clients start it).")
-    ap.add_argument("--serve", action="store_true", required=True)
-    ap.add_argument("--dir", default=None)
-    ap.add_argument("--key", default=None)
-    ap.add_argument("--idle-s", type=float, default=daemon.DEFAULT_IDLE_S)
-    ap.add_argument("--max-jobs", type=int, default=daemon.DEFAULT_MAX_JOBS)
-    ap.add_argument("--max-rss-mb", type=int, default=daemon.DEFAULT_MAX_RSS_MB)
-    args = ap.parse_args(argv)
-    return daemon.serve(args.dir, args.key or host_key(), args.idle_s, args.max_jobs,
-                        args.max_rss_mb, StepHostHandler())
-
-
-if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(main())

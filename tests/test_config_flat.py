@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from pathlib import Path
 
 import pytest
 import yaml
@@ -67,7 +68,7 @@ def test_random_multi_line_documents() -> None:
 
 
 def test_bundled_config_takes_the_fast_path_with_the_same_settings(tmp_path) -> None:
-    text = DEFAULT_CONFIG.read_text(encoding="utf-8")
+    text = Path(DEFAULT_CONFIG).read_text(encoding="utf-8")
     assert flat_yaml(text) == yaml.safe_load(text)
     nested = tmp_path / "nested.yaml"  # anything else still goes through PyYAML
     nested.write_text(text + "resolution: 256  # trailing comment\n".replace("resolution",
