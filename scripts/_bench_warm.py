@@ -93,7 +93,7 @@ class BareRender:
         from island_tools.iteration import load_group
 
         g = load_group(group)
-        scratch = work / "bare_render"
+        scratch = work / f"bare_render_{samples}"
         scratch.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(g.iter_dir(0) / "island.blend", scratch / "island.blend")
         axes = json.loads((group / "forward_axes.json").read_text())["members"]
@@ -177,6 +177,26 @@ def _warm_rows(label: str, group: Path, work: Path, resolution: int, samples: in
         rows.append([f"{label}: warm / bare render", round(over, 2), None, None, repeat,
                      f"target <= 1.5: {'ok' if over <= 1.5 else 'MISSED'}"])
         data.update(bare_render=s_bare, warm_over_bare=over)
+    return rows, data
+
+
+def _aa_difference_rows(work: Path, samples: int, reference: int
+                        ) -> tuple[list[list], dict[str, Any]]:
+    """How far the default render is from the AA 16 one (same island, same views): per view,
+    the mean and the 99.9th percentile of the absolute 8-bit channel difference."""
+    import numpy as np
+    from PIL import Image
+
+    rows, data = [], {}
+    for view in ("persp", "bev"):
+        a, b = (np.asarray(Image.open(work / f"bare_render_{n}" / f"render_{view}.png")
+                           .convert("RGB"), dtype=np.int16) for n in (samples, reference))
+        diff = np.abs(a - b)
+        mean, p999 = float(diff.mean()), float(np.percentile(diff, 99.9))
+        rows.append([f"render_{view}.png: |AA {samples} - AA {reference}| per channel",
+                     round(mean, 3), None, round(p999, 1), int(diff.size),
+                     "mean / 99.9th percentile (max column), of 255"])
+        data[view] = {"mean": mean, "p99_9": p999}
     return rows, data
 
 
@@ -371,6 +391,9 @@ def run(args) -> dict[str, Any]:
         r, data[f"binary {tag}"] = _warm_rows(f"{Path(blender).name} {_binary_version(blender)}, "
                                               f"{tag}", bgroup, work, resolution, configured,
                                               blender, repeat)
+        rows += r
+    if configured != PREVIOUS_SAMPLES:
+        r, data["aa_difference"] = _aa_difference_rows(work, configured, PREVIOUS_SAMPLES)
         rows += r
     r, data["rss"] = _rss_rows(rss_group, work, resolution, iterations, reference)
     rows += r
