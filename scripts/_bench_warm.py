@@ -11,8 +11,10 @@ by round so that load from other work on the machine hits every path alike:
 * the bare two-view render: a warm process that keeps the island open and renders both
   views again and again (``worker.render.render_views`` only);
 * targets: warm >= 4x faster than three launches, warm <= 1.5x the bare render;
-* the daemon's RSS (VmRSS from /proc) over 200 iterations of a real loop (40 with
-  ``--quick``), growth from iteration 20 (10) to the last <= 10 %;
+* RSS (VmRSS from /proc) of the warm worker and of the step host over 200 ``iter_step.py``
+  calls of a real loop (40 with ``--quick``), growth from iteration 20 (10) to the last
+  <= 10 %, recycling switched off so that a leak would show;
+* the default render against the AA 16 one (mean / 99.9th percentile pixel difference);
 * geometry.json for 12 members of 20k triangles around a 20k-triangle table: per call in a
   warm ``GeometryContext`` (target <= 0.15 s), and cold (a fresh process: context + BVHs +
   first compute) with identical chairs (BVHs shared) and with 12 distinct chair meshes.
@@ -202,23 +204,25 @@ def _aa_difference_rows(work: Path, samples: int, reference: int
 
 def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, reference: int
               ) -> tuple[list[list], dict[str, Any]]:
-    """A real loop of ``iterations`` steps through one daemon; VmRSS after each step."""
+    """A real loop of ``iterations`` ``iter_step.py`` calls (fresh CLI processes, as an agent
+    makes them) through one step host and one warm worker; VmRSS of both after each step."""
     sys.path.insert(0, str(REPO))
     from island_tools import atomic
-    from island_tools.config import load_settings, with_overrides
     from island_tools.greedy_agent import transforms_doc
-    from island_tools.iteration import iter_step, sha256_file
+    from island_tools.iteration import sha256_file
     from worker import daemon
-    from worker.launch import resolve_blender, run_job
 
     ddir = work / "daemon_rss"
-    opts = daemon.DaemonOptions(directory=str(ddir), max_jobs=10 ** 6, max_rss_mb=10 ** 6,
-                                idle_s=600.0)
-    backend = resolve_blender("bpy", None)
-    settings = with_overrides(load_settings(), resolution=resolution)
+    ddir.mkdir(parents=True, exist_ok=True)
+    config = work / "rss_config.yaml"  # no recycling during the loop: growth must show
+    config.write_text("daemon_idle_s: 600\ndaemon_max_jobs: 1000000\n"
+                      "daemon_max_rss_mb: 1000000\nblender_bin: bpy\n")
+    env = clean_env(ISLAND_REFINER_DAEMON="1", ISLAND_REFINER_DAEMON_DIR=str(ddir),
+                    ISLAND_REFINER_CONFIG=str(config))
     refiner = group / "simple_refiner"
-    rss, seconds = [], []
-    pid = None
+    rss: dict[str, list[float]] = {"worker": [], "host": []}
+    seconds = []
+    pids: dict[str, int] = {}
     try:
         for n in range(1, iterations + 1):
             sign = 1.0 if n % 2 else -1.0
@@ -229,27 +233,35 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
             atomic.write_json(refiner / f"iter_{n}" / "transforms.json", transforms_doc(
                 {"members": members, "converged": False, "reason_summary": "rss"}, n,
                 sha256_file(refiner / f"iter_{n - 1}" / "render_bev.png")))
-            t0 = time.perf_counter()
-            iter_step(group, n, settings, lambda job: run_job(job, backend, daemon=opts))
-            seconds.append(time.perf_counter() - t0)
-            if pid is None:
-                pid = next(e["pid"] for e in daemon.status(ddir) if e.get("running"))
-            rss.append(daemon.rss_mb(pid) or math.nan)
+            cmd = [sys.executable, "scripts/iter_step.py", "--group-dir", str(group), "--iter",
+                   str(n), "--resolution", str(resolution), "--quiet"]
+            seconds.append(run_timed(cmd, env=env))
+            if not pids:
+                for e in daemon.status(ddir):
+                    if e.get("running"):
+                        pids["host" if e["key"].startswith("host-") else "worker"] = e["pid"]
+            for kind, pid in pids.items():
+                rss[kind].append(daemon.rss_mb(pid) or math.nan)
             if n > 2:  # keep the disk footprint small: only the last iterations are needed
                 shutil.rmtree(refiner / f"iter_{n - 2}", ignore_errors=True)
+        alive = {kind: daemon.pid_alive(pid) for kind, pid in pids.items()}
     finally:
         daemon.shutdown_all(ddir)
-    ref, last = rss[reference - 1], rss[-1]
-    growth = (last - ref) / ref
-    rows = [[f"daemon RSS at iteration {reference} / {iterations}", round(ref, 1),
-             round(min(rss), 1),
-             round(max(rss), 1), iterations, f"MiB; last {last:.1f}"],
-            [f"daemon RSS growth, iteration {reference} -> {iterations}", round(100 * growth, 2),
-             None, None, iterations, f"% (target <= 10: {'ok' if growth <= 0.10 else 'MISSED'})"],
-            row("step through the daemon during the RSS loop", stats(seconds),
-                "library call, s")]
-    return rows, {"rss_mb": [round(v, 1) for v in rss], "growth": growth,
-                  "step_seconds": stats(seconds)}
+    rows, data = [], {"step_seconds": stats(seconds), "same_processes": alive}
+    for kind, label in (("worker", "warm worker (Blender)"), ("host", "step host (Python)")):
+        values = rss[kind]
+        ref, last = values[reference - 1], values[-1]
+        growth = (last - ref) / ref
+        rows.append([f"{label} RSS at iteration {reference} / {iterations}", round(ref, 1),
+                     round(min(values), 1), round(max(values), 1), iterations,
+                     f"MiB; last {last:.1f}; same process throughout: {alive[kind]}"])
+        rows.append([f"{label} RSS growth, iteration {reference} -> {iterations}",
+                     round(100 * growth, 2), None, None, iterations,
+                     f"% (target <= 10: {'ok' if growth <= 0.10 else 'MISSED'})"])
+        data[kind] = {"rss_mb": [round(v, 1) for v in values], "growth": growth}
+    rows.append(row("iter_step.py per call during the RSS loop", stats(seconds),
+                    "fresh CLI process via host + worker, s"))
+    return rows, data
 
 
 # --------------------------------------------------------------------------- geometry

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,3 +180,36 @@ def test_host_that_cannot_start_falls_back_to_this_process(
     cfg.write_text("daemon: false\n")
     assert _step_host.run_cli("iter_step", ["--config", str(cfg), "--iter", "1"]) is None
     assert not live(ddir, "host-")
+
+
+def test_host_limits_come_from_the_config_recycling_and_idle_exit(group: Path, ddir: Path,
+                                                                  tmp_path: Path) -> None:
+    """daemon_max_jobs / daemon_idle_s of DIRECTORYS.yaml govern the host as the worker."""
+    cfg = tmp_path / "limits.yaml"
+    cfg.write_text("daemon_max_jobs: 1\ndaemon_idle_s: 1.5\nblender_bin: bpy\n"
+                   "resolution: 64\nsamples: 1\n")
+    env = {"ISLAND_REFINER_CONFIG": str(cfg)}
+    log = ddir / f"{_step_host.host_key()}.log"
+
+    def recycled(count: int) -> list[str]:
+        found = re.findall(r"\[daemon (\d+) [^]]+\] exiting: recycled after 1 jobs",
+                           log.read_text())
+        return found if len(found) >= count else []
+
+    hosts = []
+    for n in (1, 2):
+        write_decision(group, n, MOVES[n - 1])
+        proc = cli("scripts/iter_step.py", "--group-dir", str(group), "--iter", str(n),
+                   "--quiet", env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        hosts.append(int(wait_for(lambda n=n: recycled(n), 30.0, "a recycled host")[n - 1]))
+    assert hosts[0] != hosts[1]
+    wait_for(lambda: not any(daemon.pid_alive(p) for p in hosts), 30.0, "recycled hosts gone")
+    # Idle exit: a host that is not recycled leaves after daemon_idle_s without a call.
+    cfg.write_text("daemon_idle_s: 1.5\nblender_bin: bpy\nresolution: 64\nsamples: 1\n")
+    write_decision(group, 3, MOVES[2])
+    assert cli("scripts/iter_step.py", "--group-dir", str(group), "--iter", "3", "--quiet",
+               env=env).returncode == 0
+    pid = live(ddir, "host-")[0]["pid"]
+    wait_for(lambda: not daemon.pid_alive(pid), 30.0, "the idle host to exit")
+    wait_for(lambda: not live(ddir) and not live(ddir, "host-"), 30.0, "everything to exit")
