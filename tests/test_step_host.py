@@ -213,3 +213,13 @@ def test_host_limits_come_from_the_config_recycling_and_idle_exit(group: Path, d
     pid = live(ddir, "host-")[0]["pid"]
     wait_for(lambda: not daemon.pid_alive(pid), 30.0, "the idle host to exit")
     wait_for(lambda: not live(ddir) and not live(ddir, "host-"), 30.0, "everything to exit")
+
+
+def test_init_iter0_runs_on_the_host_too(group: Path, ddir: Path) -> None:
+    out, proc = probe("scripts/init_iter0.py", "--group-dir", str(group), *FLAGS)
+    assert out["code"] == 0 and "numpy" not in out["heavy"], proc.stderr[-2000:]
+    assert proc.stdout.startswith("[init_iter0] iter_0 ready: ")
+    assert "rotated to simple_refiner.bak." in proc.stderr  # the no-resume policy, streamed
+    assert is_complete(group / "simple_refiner" / "iter_0")
+    assert len(list(group.glob("simple_refiner.bak.*"))) == 1
+    assert live(ddir, "host-")[0]["last_job"]["op"] == "init_iter0"
