@@ -11,7 +11,8 @@ BLENDER_MODULES = {"bpy", "mathutils", "bmesh", "gpu", "bpy_extras"}
 NOT_IN_BLENDER_PYTHON = {"trimesh", "PIL", "rich", "tqdm", "dask", "fcl", "yaml", "scipy"}
 # island_tools modules the worker may import: stdlib + numpy only.
 WORKER_SAFE = {"island_tools", "island_tools.errors", "island_tools.atomic",
-               "island_tools.blendfile", "island_tools.frames", "island_tools.meshcache"}
+               "island_tools.blendfile", "island_tools.frames", "island_tools.meshcache",
+               "island_tools.locks"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -3,7 +3,7 @@ render the persp + BEV views, export mesh arrays.
 
 Runs inside any Blender from 3.4 (Debian's package, its own Python with only numpy) to 5.0
 (the embedded ``bpy`` wheel). Allowed imports: bpy/mathutils, numpy, the stdlib and the
-stdlib+numpy modules of ``island_tools`` (errors, atomic, blendfile, frames, meshcache).
+stdlib+numpy modules of ``island_tools`` (errors, atomic, blendfile, frames, meshcache, locks).
 
 Importing this package does NOT import bpy: ``worker.launch`` (backend resolution and the
 subprocess runner) must be importable from plain Python. Modules that need bpy import it

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import signal
@@ -24,7 +23,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: ``typing`` costs a thin client ~4 ms
 if TYPE_CHECKING:
     import subprocess
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from typing import Any
 
 _REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +31,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 from island_tools.errors import WorkerError  # noqa: E402
+from island_tools.locks import flock  # noqa: E402
 
 PROTOCOL = 1
 ENV_DIR = "ISLAND_REFINER_DAEMON_DIR"
@@ -50,7 +50,7 @@ LOG_ROTATE_BYTES = 8 << 20
 EXIT_ALREADY_RUNNING = 3
 # Modules a daemon runs for a job: when one changes on disk, a running daemon is stale.
 _CODE_FILES = ("island_tools/errors.py", "island_tools/atomic.py", "island_tools/blendfile.py",
-               "island_tools/frames.py", "island_tools/meshcache.py")
+               "island_tools/frames.py", "island_tools/meshcache.py", "island_tools/locks.py")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -344,18 +344,8 @@ def read_status(paths: Paths) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-@contextlib.contextmanager
-def _flock(path: Path, *, blocking: bool = True) -> Iterator[bool]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+def _flock(path: Path, *, blocking: bool = True) -> contextlib.AbstractContextManager[bool]:
+    return flock(path, blocking=blocking)
 
 
 def _daemon_running(paths: Paths) -> bool:

@@ -32,17 +32,15 @@ and batch ledger write. Each batch ledger write opens, writes and closes its con
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import atomic
+from .. import atomic, locks
 from ..errors import IslandError, WorkerError
 from ..jsonio import read_object
 from .ledger import Ledger, ProcessIdentity, utc_now
@@ -106,20 +104,11 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc, WorkerError) or not isinstance(exc, IslandError)
 
 
-@contextlib.contextmanager
-def flock(path: Path, shared: bool = False, blocking: bool = True) -> Iterator[bool]:
-    """Hold ``flock`` on ``path`` (created if needed); yields False if non-blocking and busy."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-        try:
-            fcntl.flock(fd, mode | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+def flock(path: Path, shared: bool = False, blocking: bool = True
+          ) -> contextlib.AbstractContextManager[bool]:
+    """Hold ``flock`` on ``path`` (created 0644 if needed); yields False if non-blocking and
+    busy."""
+    return locks.flock(path, shared=shared, blocking=blocking, mode=0o644)
 
 
 # --------------------------------------------------------------------------- markers

@@ -1,0 +1,33 @@
+"""``flock`` as a context manager: the one lock helper of the daemons and the batch markers.
+
+Standard library only (``contextlib``, ``fcntl``, ``os``): the worker may import it, and so
+may the thin ``iter_step.py`` client (worker/daemon_client.py), which must stay cheap to
+import. Locks are released by the kernel when their process dies.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+
+TYPE_CHECKING = False  # not typing's: a thin client imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def flock(path: str | os.PathLike[str], *, shared: bool = False, blocking: bool = True,
+          mode: int = 0o600) -> Iterator[bool]:
+    """Hold ``flock`` on ``path`` (created with ``mode`` if needed) while in the block;
+    yields False instead when ``blocking`` is off and another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    try:
+        kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, kind | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
