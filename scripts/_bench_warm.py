@@ -44,7 +44,7 @@ from _bench_step import (
     stats,
 )
 
-TITLE = "warm: iter_step.py through the warm worker (issue 7)"
+TITLE = "warm: iter_step.py through the step host and warm worker (issue 7)"
 CHAIRS = ("kenney-cco/chair.glb", "kenney-cco/chairCushion.glb",
           "kenney-cco/chairModernCushion.glb", "kenney-cco/chairRounded.glb")
 TABLE = "kenney-cco/table.glb"
@@ -158,9 +158,10 @@ def _warm_rows(label: str, group: Path, work: Path, resolution: int, samples: in
         if bare is not None:
             bare.close()
     s_warm, s_fresh, s_three = stats(warm), stats(fresh), stats(launches)
-    rows = [row(f"{label}: iter_step.py via warm worker", s_warm, "fresh CLI process, daemon up"),
-            [f"{label}: iter_step.py via warm worker, first call", round(first, 3), None,
-             None, 1, "starts the daemon"],
+    rows = [row(f"{label}: iter_step.py, warm path", s_warm,
+                "fresh CLI -> step host -> warm worker"),
+            [f"{label}: iter_step.py, warm path, first call", round(first, 3), None,
+             None, 1, "starts host + worker"],
             row(f"{label}: iter_step.py --no-daemon", s_fresh, "fresh process, in-process"),
             row(f"{label}: three launches", s_three, "apply+save, render, geometry")]
     speedup = s_three["median"] / s_warm["median"]
