@@ -222,4 +222,6 @@ def test_init_iter0_runs_on_the_host_too(group: Path, ddir: Path) -> None:
     assert "rotated to simple_refiner.bak." in proc.stderr  # the no-resume policy, streamed
     assert is_complete(group / "simple_refiner" / "iter_0")
     assert len(list(group.glob("simple_refiner.bak.*"))) == 1
-    assert live(ddir, "host-")[0]["last_job"]["op"] == "init_iter0"
+    # The host records the call in its status file after replying (off the client's clock).
+    last = wait_for(lambda: (live(ddir, "host-") or [{}])[0].get("last_job"), 30.0, "status")
+    assert last["op"] == "init_iter0" and last["ok"]
