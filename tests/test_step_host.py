@@ -224,3 +224,31 @@ def test_init_iter0_runs_on_the_host_too(group: Path, ddir: Path) -> None:
     # The host records the call in its status file after replying (off the client's clock).
     last = wait_for(lambda: (live(ddir, "host-") or [{}])[0].get("last_job"), 30.0, "status")
     assert last["op"] == "init_iter0" and last["ok"]
+
+
+@pytest.mark.blender_bin
+def test_host_drives_a_blender_binary_worker(tmp_path: Path, ddir: Path) -> None:
+    """init_iter0.py + iter_step.py with --blender-bin: host -> Debian Blender 3.4 daemon."""
+    import shutil
+
+    from fixtures.build import build_fixture
+    from worker.launch import resolve_blender
+
+    blender = os.environ.get("BLENDER") or shutil.which("blender")
+    if not blender:
+        pytest.skip("no Blender binary")
+    backend = resolve_blender(blender, None)
+    built = build_fixture("long_table_6", "turned_90", tmp_path, backend=backend)
+    flags = ["--group-dir", str(built), "--resolution", "64", "--samples", "1",
+             "--blender-bin", blender, "--quiet"]
+    proc = cli("scripts/init_iter0.py", *flags)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    write_decision(built, 1, MOVES[0])
+    proc = cli("scripts/iter_step.py", *flags, "--iter", "1")
+    assert proc.returncode == 0 and proc.stdout.startswith("[iter_step] sanity OK"), \
+        proc.stderr[-2000:]
+    info = json.loads((built / "simple_refiner" / "iter_1" / "info.json").read_text())
+    assert info["blender_version"] == backend.version and info["sanity"] == "ok"
+    workers = live(ddir, "blender-")
+    assert len(workers) == 1 and workers[0]["jobs"] == 3  # export+render, then the step
+    assert live(ddir, "host-")[0]["jobs"] == 2 and not live(ddir)  # no bpy worker
