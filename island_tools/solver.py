@@ -93,11 +93,11 @@ from typing import Any
 
 import numpy as np
 
-from . import frames, meshcache
+from . import frames
 from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 from .errors import GroupInputError
 from .geometry import EDGE_ORDER, SLOT_GAP_M, convex_hull_2d, convex_signed_distance
-from .iteration import FORWARD_AXES, MESH_CACHE, Group, load_current_poses
+from .iteration import FORWARD_AXES, Group, load_current_poses, load_meshes
 from .jsonio import read_object
 
 POSITION_TOL_M = 0.001
@@ -421,12 +421,7 @@ class Solver:
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
-        path = group.root / MESH_CACHE
-        try:
-            meshes, _ = meshcache.load(path)
-        except (ValueError, FileNotFoundError) as exc:
-            raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
-                                  fix="rerun init_iter0.py") from exc
+        meshes, _ = load_meshes(group)
         axes = read_object(group.root / FORWARD_AXES, GroupInputError, "forward_axes.json",
                            "rerun init_iter0.py")
         return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict())

@@ -520,16 +520,21 @@ def test_daemon_killed_mid_job_retries_once_then_fails_cleanly(
             pause.unlink()
 
 
-@pytest.mark.blender_bin
-def test_blender_binary_gets_its_own_daemon(tmp_path: Path, ddir: Path) -> None:
+def binary_fixture(variant: str, out: Path):
+    """(Blender binary backend, long_table_6/<variant> built with it) or skip."""
     from fixtures.build import build_fixture
 
     blender = os.environ.get("BLENDER") or shutil.which("blender")
     if not blender:
         pytest.skip("no Blender binary")
     backend = resolve_blender(blender, None)
+    return backend, build_fixture("long_table_6", variant, out, backend=backend)
+
+
+@pytest.mark.blender_bin
+def test_blender_binary_gets_its_own_daemon(tmp_path: Path, ddir: Path) -> None:
+    backend, built = binary_fixture("correct", tmp_path)
     opts = options(ddir)
-    built = build_fixture("long_table_6", "correct", tmp_path, backend=backend)
     staged = tmp_path / "island.blend"
     shutil.copyfile(built / "island.blend", staged)
     pose = [[1.0, 0.0, 0.0, 0.3], [0.0, 1.0, 0.0, -1.5], [0.0, 0.0, 1.0, 0.0], [0, 0, 0, 1.0]]

@@ -23,6 +23,7 @@ from tests.test_daemon import (  # noqa: F401 - fixtures
     MOVES,
     REPO,
     backend,
+    binary_fixture,
     cli,
     ddir,
     group,
@@ -229,18 +230,9 @@ def test_init_iter0_runs_on_the_host_too(group: Path, ddir: Path) -> None:
 @pytest.mark.blender_bin
 def test_host_drives_a_blender_binary_worker(tmp_path: Path, ddir: Path) -> None:
     """init_iter0.py + iter_step.py with --blender-bin: host -> Debian Blender 3.4 daemon."""
-    import shutil
-
-    from fixtures.build import build_fixture
-    from worker.launch import resolve_blender
-
-    blender = os.environ.get("BLENDER") or shutil.which("blender")
-    if not blender:
-        pytest.skip("no Blender binary")
-    backend = resolve_blender(blender, None)
-    built = build_fixture("long_table_6", "turned_90", tmp_path, backend=backend)
+    backend, built = binary_fixture("turned_90", tmp_path)
     flags = ["--group-dir", str(built), "--resolution", "64", "--samples", "1",
-             "--blender-bin", blender, "--quiet"]
+             "--blender-bin", str(backend.path), "--quiet"]
     proc = cli("scripts/init_iter0.py", *flags)
     assert proc.returncode == 0, proc.stderr[-2000:]
     write_decision(built, 1, MOVES[0])
