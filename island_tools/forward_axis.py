@@ -19,7 +19,7 @@ footprint rectangle and normalised by its extents:
 4. ``score = D + T``. The best side is the front unless it beats the runner-up by less than
    ``SYMMETRY_MARGIN``: then the object is declared symmetric (axis ``None``).
 
-Thresholds (measured on the CC0 assets in ``shared/assets``, see tests/test_forward_axis.py):
+Thresholds (measured on the CC0 assets in ``assets/``, see tests/test_forward_axis.py):
 asymmetric assets win by 0.43 (TV cabinet) to 0.89 (chairs); symmetric tables and stools by
 at most 0.01. ``SYMMETRY_MARGIN = 0.15`` sits between with room on both sides.
 """

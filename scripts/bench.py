@@ -49,6 +49,12 @@ def _fmt(value: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from scripts._cli import run_main
+
+    return run_main("bench", lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--section", action="append", choices=SECTIONS,
                     help="run only these sections (repeatable); default: all available")
@@ -59,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke-testing")
     args = ap.parse_args(argv)
+    from fixtures.assets import assets_dir
+
+    assets_dir()  # every section builds from the assets: a missing folder is one line, up front
     sections = args.section or available()
     missing = [s for s in sections if s not in available()]
     if missing:

@@ -63,6 +63,12 @@ def _montage(first: Path, last: Path, out: Path) -> Path:
 
 
 def main() -> int:
+    from scripts._cli import run_main
+
+    return run_main("demo", _main)
+
+
+def _main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", default="long_table_6")
     ap.add_argument("--variant", default="turned_90")
@@ -70,8 +76,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO_ROOT / "out" / "demo"))
     ap.add_argument("--blender-bin", default=None)
     args = ap.parse_args()
+    from fixtures.assets import assets_dir
     from fixtures.build import build_fixture
     from worker.launch import resolve_blender
+
+    assets_dir()
 
     backend = resolve_blender(args.blender_bin, None)
     group = build_fixture(args.fixture, args.variant, args.out, backend=backend)

@@ -1,8 +1,7 @@
-"""Locate the shared CC0 furniture assets and load them in Blender's frame (tests only).
+"""Locate the CC0 furniture assets in the repository and load them in Blender's frame.
 
-The repository sits beside ``shared/`` (``/work/main`` next to ``/work/shared``; CI clones
-the repo into another folder with a copy of ``shared/`` beside it), so the assets are looked
-up relative to the repository's parent, never at an absolute path.
+Tests read the repository's own ``assets/`` folder (never a sibling checkout), with its
+manifest's true fronts as the oracle; this loader is trimesh's, not the project's.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-ASSETS_DIR = REPO_ROOT.parent / "shared" / "assets"
+ASSETS_DIR = REPO_ROOT / "assets"
 MANIFEST = ASSETS_DIR / "MANIFEST.tsv"
 
 # glTF is Y-up with +Z toward the viewer; Blender's importer maps (x, y, z) -> (x, -z, y).

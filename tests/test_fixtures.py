@@ -14,7 +14,11 @@ import csv
 import importlib.util
 import math
 import os
+import shutil
+import subprocess
+import sys
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,10 +31,6 @@ try:  # shapely comes with trimesh's usual extras; island_tools.geometry is the 
     from shapely.geometry import MultiPoint
 except ImportError:  # pragma: no cover - depends on the environment
     MultiPoint = None
-
-pytestmark = pytest.mark.skipif(
-    not (fa.DEFAULT_ASSETS_DIR.is_dir() or os.environ.get(fa.ENV_VAR)),
-    reason="shared furniture assets not found (../shared/assets or $ISLAND_REFINER_ASSETS)")
 
 CORRECT = list(specs.FIXTURES)
 CASES = specs.all_cases()
@@ -164,12 +164,56 @@ def _spacing_deviation(a: specs.Arrangement) -> float:
 # --------------------------------------------------------------------- assets and scales
 def test_assets_dir_env_override_and_clear_error(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(fa.ENV_VAR, str(tmp_path / "nowhere"))
-    with pytest.raises(fa.AssetsMissingError, match=fa.ENV_VAR):
+    with pytest.raises(fa.AssetsMissingError, match=fa.ENV_VAR) as info:
         fa.assets_dir()
+    assert info.value.exit_code == 8 and "nowhere" in info.value.one_line()
     monkeypatch.setenv(fa.ENV_VAR, str(fa.DEFAULT_ASSETS_DIR))
     assert fa.assets_dir() == fa.DEFAULT_ASSETS_DIR
     with pytest.raises(fa.AssetsMissingError, match="MANIFEST"):
         fa.asset_path("kenney-cco/noSuchChair.glb")
+
+
+def test_assets_travel_with_the_repository(monkeypatch) -> None:
+    """A clone runs alone: the default folder is inside the repository and complete."""
+    monkeypatch.delenv(fa.ENV_VAR, raising=False)
+    repo = Path(__file__).resolve().parents[1]
+    assert fa.assets_dir() == repo / "assets"
+    with (repo / "assets" / "MANIFEST.tsv").open(encoding="utf-8") as fh:
+        listed = [r["file"] for r in csv.DictReader(fh, delimiter="\t")]
+    assert set(fa.SIZING) <= set(listed)
+    for folder in {rel.split("/")[0] for rel in listed}:
+        assert any((repo / "assets" / folder).glob("LICEN[SC]E*")), folder
+
+
+def test_incomplete_assets_folder_is_one_line_naming_what_is_missing(monkeypatch,
+                                                                      tmp_path) -> None:
+    shutil.copytree(fa.DEFAULT_ASSETS_DIR, tmp_path / "assets")
+    (tmp_path / "assets" / "kenney-cco" / "chair.glb").unlink()
+    monkeypatch.setenv(fa.ENV_VAR, str(tmp_path / "assets"))
+    with pytest.raises(fa.AssetsMissingError) as info:
+        fa.assets_dir()
+    line = info.value.one_line()
+    assert "kenney-cco/chair.glb" in line and "incomplete" in line and "fix:" in line
+    (tmp_path / "assets" / "MANIFEST.tsv").unlink()
+    with pytest.raises(fa.AssetsMissingError, match="no MANIFEST.tsv"):
+        fa.assets_dir()
+
+
+@pytest.mark.parametrize("cli", [["-m", "fixtures.build", "--out", "{tmp}/o"],
+                                 ["-m", "fixtures.scenes", "--out", "{tmp}/s"],
+                                 ["scripts/demo.py", "--out", "{tmp}/d"],
+                                 ["scripts/bench.py", "--section", "step", "--json",
+                                  "{tmp}/b.json"]])
+def test_every_entry_point_reports_missing_assets_in_one_line(cli, tmp_path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, fa.ENV_VAR: str(tmp_path / "gone")}
+    proc = subprocess.run([sys.executable, *[a.format(tmp=tmp_path) for a in cli]], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 8, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "gone" in lines[0] and "fix:" in lines[0]
+    assert not (tmp_path / "o").exists() and not (tmp_path / "s").exists()
 
 
 def test_loaded_meshes_match_manifest_and_keep_their_origin() -> None:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from _assets import ASSETS_DIR, assets_available, load_blender_mesh, manifest_rows
+from _assets import ASSETS_DIR, load_blender_mesh, manifest_rows
 
 from island_tools import forward_axis
 from island_tools.errors import GeometryError
@@ -16,10 +16,6 @@ from island_tools.forward_axis import (
     forward_axes_document,
     parse_override,
 )
-
-needs_assets = pytest.mark.skipif(
-    not assets_available(), reason=f"shared assets not found at {ASSETS_DIR} (expected beside "
-                                   "the repository as ../shared/assets)")
 
 # Seeded random yaws plus the axis-aligned ones: 24 poses per asset.
 _rng = np.random.default_rng(20240531)
@@ -43,12 +39,9 @@ def _angle_deg(a: tuple[float, float], b: np.ndarray) -> float:
 
 
 def _rows(symmetric: bool) -> list[str]:
-    if not assets_available():
-        return ["(assets missing)"]     # one skipped case carrying needs_assets' reason
     return [r.file for r in manifest_rows() if r.symmetric == symmetric]
 
 
-@needs_assets
 @pytest.mark.parametrize("asset", _rows(symmetric=False))
 def test_front_matches_manifest_at_any_yaw(asset: str) -> None:
     # MANIFEST: the front is +Z in the glTF file = -Y in Blender's frame.
@@ -62,7 +55,6 @@ def test_front_matches_manifest_at_any_yaw(asset: str) -> None:
         assert found.confidence > 0.5
 
 
-@needs_assets
 @pytest.mark.parametrize("asset", _rows(symmetric=True))
 def test_symmetric_assets_have_no_axis(asset: str) -> None:
     vertices, faces = load_blender_mesh(ASSETS_DIR / asset)
@@ -74,7 +66,6 @@ def test_symmetric_assets_have_no_axis(asset: str) -> None:
         assert found.detail["margin"] < SYMMETRY_MARGIN / 3
 
 
-@needs_assets
 def test_manifest_lists_both_kinds() -> None:
     assert len(_rows(symmetric=False)) >= 9 and len(_rows(symmetric=True)) >= 7
 
