@@ -1,9 +1,10 @@
 """Forward arrows in the 3D viewport for members loaded by the iteration browser.
 
-Each loaded object carries its local forward axis (``island_forward_local``, from the group's
-``forward_axes.json``); the arrow is drawn live from the object's current matrix, so it turns
-with the object when an artist rotates it. Only with a UI: nothing is registered in
-background mode.
+Each loaded unit root carries its local forward axis (``island_forward_local``, from the
+group's ``forward_axes.json``) and its unit's local footprint centre
+(``island_footprint_local``, from ``meshes.npz``); the arrow is drawn live from the root's
+current matrix, so it turns with the unit when an artist rotates it. Only with a UI:
+nothing is registered in background mode.
 """
 import bpy
 
@@ -35,6 +36,9 @@ def arrow_segments(obj) -> list:
     local_centre = Vector(((min(c.x for c in corners) + max(c.x for c in corners)) / 2,
                            (min(c.y for c in corners) + max(c.y for c in corners)) / 2,
                            max(c.z for c in corners)))
+    footprint = obj.get("island_footprint_local")  # the unit's, when the root is an Empty
+    if footprint is not None and len(footprint) == 2:
+        local_centre.x, local_centre.y = float(footprint[0]), float(footprint[1])
     m = obj.matrix_world
     start = m @ local_centre
     direction = m.to_3x3() @ Vector((float(axis[0]), float(axis[1]), 0.0))

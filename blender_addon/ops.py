@@ -119,7 +119,7 @@ def load_into_scene(context, root: Path, n: int) -> str:
     view = tasks.iteration_view(root, n)
     result = addon_ops.load_iteration(view["blend"], view["members"],
                                       f"{ISLAND_SCENE_PREFIX}{root.name}", str(root), n,
-                                      view["forward_local"])
+                                      view["forward_local"], view["footprint_local"])
     images = load_images(view["renders"], f"{root.name} iter_{n}")
     bev = [i for i in images if i.name.endswith("bev")]
     if bev:

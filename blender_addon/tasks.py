@@ -465,7 +465,21 @@ def iteration_view(group_dir: str | os.PathLike[str], n: int) -> dict:
     renders = {v: str(it / f"render_{v}.png") for v in ("persp", "bev")
                if (it / f"render_{v}.png").is_file()}
     return {"blend": str(it / "island.blend"), "members": list(metadata.members),
-            "anchor_id": metadata.anchor_id, "forward_local": forward, "renders": renders}
+            "anchor_id": metadata.anchor_id, "forward_local": forward, "renders": renders,
+            "footprint_local": _footprint_centres(root / "meshes.npz", metadata.members)}
+
+
+def _footprint_centres(path: Path, members) -> dict:
+    """Each unit's local footprint centre (the yaw pivot), for the viewport arrows: an Empty
+    root's own bounding box says nothing about where its furniture is."""
+    from island_tools import frames, meshcache
+
+    try:
+        meshes, _ = meshcache.load(path)
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {m: [float(c) for c in frames.footprint_centre_local(meshes[m][0])[:2]]
+            for m in members if m in meshes and len(meshes[m][0])}
 
 
 def world_poses(group_dir: str | os.PathLike[str], n: int) -> dict[str, list[list[float]]]:

@@ -98,6 +98,19 @@ class AgentError(IslandError):
     exit_code = EXIT_AGENT
 
 
+def refusal_line(found: list[dict]) -> str:
+    """One line for the worker's unit refusals (``worker.units``): the first in full (member,
+    object, cause, fix), the next few by object and cause."""
+    first = found[0]
+    line = (f"member '{first['member']}': '{first['object']}' {first['cause']} "
+            f"(fix: {first['fix']})")
+    if len(found) > 1:
+        line += "; also: " + "; ".join(f"'{r['object']}' {r['cause']}" for r in found[1:4])
+        if len(found) > 4:
+            line += f"; and {len(found) - 4} more"
+    return line
+
+
 ERROR_CLASSES = {cls.__name__: cls for cls in (
     IslandError, UsageError, TransformsError, SanityError, TargetSpecError, GeometryError,
     WorkerError, BlendVersionError, GroupInputError, AgentError)}

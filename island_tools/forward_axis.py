@@ -34,7 +34,13 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import GeometryError
-from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area
+from .geometry import (
+    Rect,
+    convex_hull_2d,
+    front_status,
+    min_area_rects,
+    polygon_area,
+)
 
 METHOD = "footprint_rect_depth"
 RES = 48
@@ -215,14 +221,16 @@ def _entry(name: str, mesh: tuple[np.ndarray, np.ndarray],
             raise ValueError(f"object '{name}': {exc}") from exc
         axis = None if parsed == "symmetric" else [parsed[0], parsed[1]]
         return {"axis_local": axis, "method": "override", "confidence": 1.0,
+                "status": "symmetric" if axis is None else "front",
                 "detail": {"override": overrides[name]}}
     try:
         found = detect_forward_axis(*mesh)
     except GeometryError as exc:
         raise GeometryError(f"object '{name}': {exc.reason}") from exc
-    return {"axis_local": None if found.axis_local is None else list(found.axis_local),
-            "method": found.method, "confidence": round(found.confidence, 6),
-            "detail": found.detail}
+    entry = {"axis_local": None if found.axis_local is None else list(found.axis_local),
+             "method": found.method, "confidence": round(found.confidence, 6),
+             "detail": found.detail}
+    return {**entry, "status": front_status(entry)}
 
 
 def forward_axes_document(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,

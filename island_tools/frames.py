@@ -1,8 +1,11 @@
 """Canonical-frame math on 4x4 matrices (numpy + stdlib; importable by the worker).
 
 Poses are object ``matrix_world`` values: rotation, translation and possibly scale. The
-canonical frame of an island is the anchor's *rigid* frame (rotation + translation, no scale),
-so canonical coordinates are metres.
+canonical frame of an island is the anchor's *rigid* frame (rotation + translation, no
+scale) in real metres: ``M_inv = S(unit_scale) @ rigid(anchor world)^-1``, where
+``unit_scale`` is the scene's metres per Blender unit (``unit_settings.scale_length``: 1 for a
+scene in metres, 0.01 for one in centimetres). Canonical coordinates are therefore metres
+whatever the scene's unit, and ``M_anchor = M_inv^-1`` takes them back to the scene.
 
 Yaw pivot: ``delta_yaw_deg`` rotates a member about the canonical Z axis through its
 footprint centre, the centre of the axis-aligned bounding box of its mesh vertices in the
@@ -57,6 +60,43 @@ def rigid_inverse(m: np.ndarray) -> Matrix:
     out[:3, :3] = r[:3, :3].T
     out[:3, 3] = -r[:3, :3].T @ r[:3, 3]
     return out
+
+
+def canonical_frame(anchor_world: np.ndarray, unit_scale: float = 1.0
+                    ) -> tuple[Matrix, Matrix]:
+    """(M_anchor, M_inv) of an island: the anchor's rigid frame, scaled to metres."""
+    if not (math.isfinite(unit_scale) and unit_scale > 0):
+        raise ValueError(f"unit scale must be a finite number > 0, got {unit_scale!r}")
+    to_metres = np.diag([unit_scale, unit_scale, unit_scale, 1.0])
+    m_inv = to_metres @ rigid_inverse(anchor_world)
+    m_anchor = rigid(anchor_world) @ np.diag([1 / unit_scale, 1 / unit_scale, 1 / unit_scale,
+                                              1.0])
+    return m_anchor, m_inv
+
+
+# A pose written into a .blend and read back differs by float32 storage: ~1e-7 relative to
+# the pose's own magnitude. Tolerances therefore scale with the pose: the translation within
+# READBACK_ABS_M real metres or READBACK_REL of its distance from the origin, whichever is
+# larger; the rotation/scale part within READBACK_LINEAR_REL of the pose's largest axis scale.
+READBACK_ABS_M = 1e-5
+READBACK_REL = 1e-6
+READBACK_LINEAR_REL = 1e-5
+
+
+def pose_mismatch(a: np.ndarray, b: np.ndarray, unit_scale: float = 1.0) -> tuple[float, str]:
+    """(ratio, detail): ratio <= 1 when ``b`` is ``a`` up to float32 storage (see above).
+
+    A scene in centimetres 40 m across, or one 10 km from its origin, is judged by what a
+    float32 can hold there, not by a fixed 1e-5; ``detail`` says what differs, in metres."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    dt = float(np.abs(a[:3, 3] - b[:3, 3]).max())
+    tol_t = max(READBACK_ABS_M / unit_scale, READBACK_REL * float(np.abs(a[:3, 3]).max()))
+    dl = float(np.abs(a[:3, :3] - b[:3, :3]).max())
+    tol_l = READBACK_LINEAR_REL * max(float(np.linalg.norm(a[:3, :3], axis=0).max()), 1e-12)
+    ratio = max(dt / tol_t, dl / tol_l)
+    detail = (f"location {dt * unit_scale:.2e} m (tolerance {tol_t * unit_scale:.1e} m), "
+              f"rotation/scale {dl:.2e} (tolerance {tol_l:.1e})")
+    return ratio, detail
 
 
 def rot_z(deg: float) -> Matrix:

@@ -303,6 +303,27 @@ class _Anchor:
     radius_cv: float
 
 
+# forward_axes.json entries say whether a member's front was found ("front"), the member is
+# measurably symmetric so facing does not apply ("symmetric"), or neither could be told
+# ("undetermined": facing is not measured and verify raises an unknown). Entries written
+# before the field existed are read by the rule the detector used then.
+SYMMETRIC_MIN_CONFIDENCE = 0.8
+
+
+def front_status(entry: Mapping[str, Any]) -> str:
+    status = entry.get("status")
+    if status in ("front", "symmetric", "undetermined"):
+        return str(status)
+    if entry.get("axis_local") is not None:
+        return "front"
+    if entry.get("method") == "override":
+        return "symmetric"
+    if entry.get("method") == "symmetric" and float(entry.get("confidence") or 0.0) \
+            >= SYMMETRIC_MIN_CONFIDENCE:
+        return "symmetric"
+    return "undetermined"
+
+
 def _parse_axis(name: str, entry: Any) -> np.ndarray | None:
     if not isinstance(entry, Mapping) or "axis_local" not in entry:
         raise GeometryError(f"no forward-axis entry for '{name}'", file="forward_axes.json",
@@ -357,9 +378,12 @@ class GeometryContext:
         self._data: dict[str, _MeshData] = {}
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
+        self._undetermined: set[str] = set()
         for name in [anchor_id, *self.member_ids]:
             verts, faces = meshes[name]
             axis = None if name == anchor_id else _parse_axis(name, fa_members.get(name))
+            if name != anchor_id and front_status(fa_members[name]) == "undetermined":
+                self._undetermined.add(name)
             self._data[name] = self._prepare(name, verts, faces, axis, prepared)
 
     @staticmethod
@@ -579,6 +603,9 @@ class GeometryContext:
         if axis is not None:
             forward = _unit((placed.rotation @ np.array([axis[0], axis[1], 0.0]))[:2])
         target, error, note = self._facing(facing, forward, inward, anchor, axis is None)
+        if axis is None and name in self._undetermined and facing != "mixed":
+            note = ("front undetermined: facing is not measured (forward_axes.json; declare "
+                    "the front with a forward_axis override)")
         clearance, _ = convex_signed_distance(placed.hull, anchor.hull)
         proj_t = None if tangent is None else placed.hull @ tangent
         return {

@@ -197,11 +197,13 @@ def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
     return doc
 
 
-def _render_job(settings: Settings, axes: dict[str, Any]) -> dict[str, Any]:
-    """Render settings plus each member's local forward axis (drawn as arrows in the BEV)."""
+def _render_job(settings: Settings, axes: dict[str, Any], group: Group) -> dict[str, Any]:
+    """Render settings, each member's local forward axis (drawn as arrows in the BEV) and the
+    group's mesh cache (each unit is drawn from the geometry that is measured)."""
     known = {name: entry["axis_local"] for name, entry in axes.get("members", {}).items()
              if isinstance(entry, dict) and entry.get("axis_local")}
-    return {**settings.render_job(), "forward_axes": known}
+    return {**settings.render_job(), "forward_axes": known,
+            "meshes_npz": str(group.root / MESH_CACHE)}
 
 
 def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
@@ -209,8 +211,10 @@ def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
     from .geometry import compute_geometry
 
     try:
-        return compute_geometry(meshes, poses, group.metadata.anchor_id,
-                                group.target_spec.to_dict(), axes, n)
+        doc = compute_geometry(meshes, poses, group.metadata.anchor_id,
+                               group.target_spec.to_dict(), axes, n)
+        doc["scene_unit_scale"] = group.metadata.unit_scale
+        return doc
     except IslandError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure inside geometry is exit 6
@@ -308,7 +312,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         meshes, props = load_meshes(group)
         axes = forward_axes(group, meshes, props)
         _log(progress, "[init_iter0] rendering iter_0")
-        result = run_job({**base_job, "render": _render_job(settings, axes),
+        result = run_job({**base_job, "render": _render_job(settings, axes, group),
                           "export_meshes": None})
         poses = _poses_from_job(result, group.metadata.members)
         _log(progress, "[init_iter0] geometry")
@@ -427,7 +431,7 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
                               # exact stored matrices (no float32 round trip).
                               "poses": {k: frames.to_list(planned[k])
                                         for k, d in transforms.members.items() if not d.trivial},
-                              "render": _render_job(settings, axes), "export_meshes": None})
+                              "render": _render_job(settings, axes, group), "export_meshes": None})
             read_back = _poses_from_job(result, group.metadata.members)
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")

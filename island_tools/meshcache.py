@@ -1,15 +1,19 @@
 """The per-group mesh cache ``<group>/meshes.npz`` (numpy + stdlib; the worker writes it).
 
-Layout: ``names`` (1-D str array), ``v{i}`` float64 (n, 3) object-local vertices of
-``names[i]`` (the evaluated mesh, modifiers applied, *before* the object's matrix_world),
-``f{i}`` int32 (m, 3) triangles, and ``props_json`` (0-d str: JSON object name -> custom
-properties the pipeline reads, e.g. ``{"forward_axis": "-Y"}``).
+Layout: ``names`` (1-D str array of unit roots), ``v{i}`` float64 (n, 3) vertices of the
+furniture unit rooted at ``names[i]`` in the root's LOCAL frame (the evaluated geometry of
+the root and its subtree, instances and modifiers included, *before* the root's
+matrix_world; see ``worker.units``), ``f{i}`` int32 (m, 3) triangles, ``props_json`` (0-d
+str: JSON root name -> custom properties the pipeline reads, e.g. ``{"forward_axis": "-Y"}``)
+and ``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "parts":
+[{"object", "instance_of", "triangles"}]}``, what each unit is made of).
 """
 from __future__ import annotations
 
 import io
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -17,22 +21,33 @@ import numpy as np
 Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def dumps(meshes: Meshes, props: dict[str, dict] | None = None) -> bytes:
+def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
+          units: dict[str, dict] | None = None) -> bytes:
     arrays: dict[str, np.ndarray] = {"names": np.array(list(meshes.keys()), dtype=str)}
     for i, (verts, faces) in enumerate(meshes.values()):
         arrays[f"v{i}"] = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
         arrays[f"f{i}"] = np.asarray(faces, dtype=np.int32).reshape(-1, 3)
     arrays["props_json"] = np.array(json.dumps(props or {}, sort_keys=True))
+    arrays["units_json"] = np.array(json.dumps(units or {}, sort_keys=True))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
 
 
-def save(path: str | os.PathLike[str], meshes: Meshes, props: dict[str, dict] | None = None
-         ) -> None:
+def save(path: str | os.PathLike[str], meshes: Meshes, props: dict[str, dict] | None = None,
+         units: dict[str, dict] | None = None) -> None:
     from .atomic import write_bytes
 
-    write_bytes(path, dumps(meshes, props))
+    write_bytes(path, dumps(meshes, props, units))
+
+
+def load_units(path: str | os.PathLike[str]) -> dict[str, dict]:
+    """What each unit is made of (``{}`` for caches written before units were recorded)."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            return json.loads(str(data["units_json"])) if "units_json" in data else {}
+    except (KeyError, OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"malformed mesh cache: {exc}") from exc
 
 
 def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
@@ -53,6 +68,6 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
                     raise ValueError(f"mesh '{name}' has non-finite vertices")
                 meshes[name] = (verts, faces)
             props = json.loads(str(data["props_json"])) if "props_json" in data else {}
-    except (KeyError, OSError, EOFError) as exc:
+    except (KeyError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"malformed mesh cache: {exc}") from exc
     return meshes, props

@@ -102,6 +102,7 @@ class Metadata:
     m_inv: np.ndarray
     canonical_poses: dict[str, np.ndarray]
     forward_axis_overrides: dict[str, Any] = field(default_factory=dict)
+    unit_scale: float = 1.0   # the source scene's metres per Blender unit (M_inv carries it)
 
     @property
     def refined_members(self) -> tuple[str, ...]:
@@ -158,7 +159,12 @@ def load_metadata(path: Path) -> Metadata:
     if not isinstance(overrides, dict):
         raise GroupInputError("must be an object name -> axis", file=file,
                               field="forward_axis_overrides", fix=fix)
-    return Metadata(anchor, tuple(members), m_anchor, m_inv, poses, overrides)
+    unit_scale = doc.get("unit_scale", 1.0)
+    if not _is_number(unit_scale) or not math.isfinite(unit_scale) or not unit_scale > 0:
+        raise GroupInputError("must be a finite number > 0 (metres per Blender unit)",
+                              file=file, field="unit_scale", fix=fix)
+    return Metadata(anchor, tuple(members), m_anchor, m_inv, poses, overrides,
+                    float(unit_scale))
 
 
 # --------------------------------------------------------------------------- transforms

@@ -157,9 +157,11 @@ def test_document_override_wins_and_anchor_is_informational() -> None:
     assert c1["method"] == "footprint_rect_depth"
     assert np.allclose(c1["axis_local"], [0.0, -1.0])
     assert doc["members"]["c2"] == {"axis_local": [1.0, 0.0], "method": "override",
-                                    "confidence": 1.0, "detail": {"override": "+X"}}
+                                    "confidence": 1.0, "status": "front",
+                                    "detail": {"override": "+X"}}
     assert doc["members"]["c3"]["axis_local"] is None
     assert doc["members"]["c3"]["method"] == "override"
+    assert doc["members"]["c3"]["status"] == "symmetric" and c1["status"] == "front"
 
 
 def test_document_errors_name_the_object() -> None:

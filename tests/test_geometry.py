@@ -146,11 +146,17 @@ def test_away_parallel_mixed_and_symmetric_facing() -> None:
     assert all(m["facing_error_deg"] is None and m["facing_note"] == "mixed: see free_note"
                for m in mixed["members"].values())
     assert mixed["group"]["facing_error_max_deg"] is None
-    axes = {"members": {n: AXES_MINUS_Y for n in "abcd"} | {"e": {"axis_local": None}}}
+    axes = {"members": {n: AXES_MINUS_Y for n in "abcd"}
+            | {"e": {"axis_local": None, "status": "symmetric"}}}
     sym = run(poses, spec("2+2+1", 5), axes=axes)
     assert sym["members"]["e"]["facing_error_deg"] is None
     assert sym["members"]["e"]["forward_canonical"] is None
     assert sym["members"]["e"]["facing_note"] == "symmetric: facing does not apply"
+    # a front that could not be determined is not "symmetric": facing is not measured
+    axes["members"]["e"] = {"axis_local": None, "method": "symmetric", "confidence": 0.3}
+    unknown = run(poses, spec("2+2+1", 5), axes=axes)
+    assert unknown["members"]["e"]["facing_error_deg"] is None
+    assert unknown["members"]["e"]["facing_note"].startswith("front undetermined")
 
 
 @pytest.mark.parametrize("gap", [0.3, 0.1, 0.0, -0.05, -0.3])

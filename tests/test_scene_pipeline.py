@@ -123,7 +123,11 @@ def test_rebuild_then_merge_without_deltas_is_exact(scene_template: Path, tmp_pa
         for name, pose in island["poses"].items():
             assert np.allclose(pose, meta["canonical_poses"][name], atol=1e-6)
         built = load(gdir / "rounds/round_0/result.json")
-        assert sorted(built["materials"]) == sorted(meta["members"])   # only the group
+        # only the group's units: the members and what hangs under them (the TV cabinet
+        # carries an empty parented to it)
+        unit_objects = {o for objs in meta["units"].values() for o in objs}
+        assert set(meta["units"]) == set(meta["members"])
+        assert sorted(built["materials"]) == sorted(unit_objects)
         assert all(built["materials"][n] for n in meta["members"])      # materials intact
         from PIL import Image
         with Image.open(gdir / "masked.png") as img:
@@ -230,21 +234,15 @@ def test_verification_items_and_the_resolved_unknown(full_run: dict) -> None:
                 == {"constraint"}
         assert {"pattern", "spacing"} <= set(items)
         assert doc["summary"]["all_pass"], [i for i in items.values() if i["verdict"] != "pass"]
+    # the coffee table's mesh is measurably symmetric: facing does not apply, no unknown
     state = load(scene / "state.json")
-    [unknown] = state["groups"]["lounge"]["unknowns"]
-    assert unknown["id"] == "unknown_forward_axis_lounge.coffee_table"
-    assert unknown["status"] == "resolved" and unknown["raised_round"] == 1
-    assert unknown["resolution"]["note"] == "symmetric: facing does not apply"
-    trace = state["stage_trace"]
-    assert trace.index("verify:lounge:round_1") < trace.index("resolve_unknowns:lounge:round_2") \
-        < trace.index("refine:lounge:round_2")
-    meta = load(scene / "relation_groups/lounge/metadata.json")
-    assert meta["forward_axis_overrides"]["lounge.coffee_table"] == "symmetric"
+    assert state["groups"]["lounge"]["unknowns"] == []
     axes = load(scene / "relation_groups/lounge/forward_axes.json")
-    assert axes["members"]["lounge.coffee_table"]["method"] == "override"
-    decisions = [d["decision"] for d in ledger_rows(scene, "decisions")
-                 if d["group_id"] == "lounge"]
-    assert decisions[:3] == ["accept", "resolve_unknowns", "resolve_unknown"]
+    assert axes["members"]["lounge.coffee_table"]["status"] == "symmetric"
+    items = {i["id"]: i for i in load(scene / "relation_groups/lounge/verification.json")
+             ["review_results"]}
+    assert "measured symmetric" in items["object_lounge.coffee_table"]["reason"]
+    assert state["groups"]["lounge"]["verification"]["verdict"] == "pass"
 
 
 def test_merged_scene_moves_members_and_nothing_else(full_run: dict) -> None:
@@ -344,23 +342,54 @@ def test_contract_breaking_run_goes_to_islands_failed(tv_template: Path, tmp_pat
     assert load(scene / "metrics.json")["groups"]["tv"]["status"] == "failed"
 
 
-def test_unknown_answered_through_the_relation_graph(scene_template: Path,
-                                                     tmp_path: Path) -> None:
-    """A person answers the forward-axis question between rounds: the next round reads the
-    relation graph again and uses the override instead of the symmetric default."""
-    from island_tools.adapter import run_group
+AMBIGUOUS_STEP_M = 0.04   # a block with a low 4 cm step on one side: which side is its front?
 
-    scene = fresh(scene_template, tmp_path / "scene")
+
+def _lounge_with_an_ambiguous_member(template: Path, dest: Path) -> Path:
+    """The lounge group alone, its coffee table replaced by a block whose front the mesh
+    cannot tell (forward_axes.json says ``undetermined``)."""
+    import bpy
+
+    from worker.blend_io import open_blend, save_blend
+
+    scene = fresh(template, dest)
     graph_path = scene / "inputs/relation_graph.json"
     graph = load(graph_path)
     graph["groups"] = [g for g in graph["groups"] if g["id"] == "lounge"]
     graph_path.write_text(json.dumps(graph))
+    blend = scene / "blend/stage3-sub-planned.blend"
+    open_blend(blend)
+    body = [(-0.25, -0.25, 0.0), (0.25, 0.25, 0.8)]
+    step = [(-0.25, -0.25 - AMBIGUOUS_STEP_M, 0.0), (0.25, -0.25, 0.3)]
+    verts, faces = [], []
+    for lo, hi in (body, step):
+        n = len(verts)
+        verts += [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
+        faces += [tuple(n + i for i in q) for q in ((0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1),
+                                                    (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3))]
+    mesh = bpy.data.meshes.new("ambiguous_block")
+    mesh.from_pydata(verts, [], faces)
+    bpy.data.objects["lounge.coffee_table"].data = mesh
+    save_blend(blend)
+    return scene
+
+
+def test_undetermined_front_is_asked_and_answered_through_the_relation_graph(
+        scene_template: Path, tmp_path: Path) -> None:
+    """A person answers the forward-axis question between rounds: the next round reads the
+    relation graph again, the override becomes the member's front and facing is measured."""
+    from island_tools.adapter import run_group
+
+    scene = _lounge_with_an_ambiguous_member(scene_template, tmp_path / "scene")
+    graph_path = scene / "inputs/relation_graph.json"
     calls = []
 
     def answering_run_group(*args, **kwargs):
         report = run_group(*args, **kwargs)
         calls.append(1)
         if len(calls) == 1:
+            axes = load(scene / "relation_groups/lounge/forward_axes.json")
+            assert axes["members"]["lounge.coffee_table"]["status"] == "undetermined"
             doc = load(graph_path)
             doc["groups"][0]["forward_axis"] = {"lounge.coffee_table": "+Y"}
             graph_path.write_text(json.dumps(doc))
@@ -376,6 +405,30 @@ def test_unknown_answered_through_the_relation_graph(scene_template: Path,
     items = {i["id"]: i for i in load(scene / "relation_groups/lounge/verification.json")
              ["review_results"]}
     assert items["facing_lounge.coffee_table"]["evidence"]["facing_error_deg"] is not None
+
+
+def test_unanswered_front_leaves_the_group_uncertain_not_passing(
+        scene_template: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    scene = _lounge_with_an_ambiguous_member(scene_template, tmp_path / "scene")
+    options = RunOptions(policy=AGENT, max_iter=6, settings=SETTINGS)
+    progress: list[str] = []
+    assert ScenePipeline(scene, options, run_job, progress=progress.append).run() == 0
+    state = load(scene / "state.json")
+    [unknown] = state["groups"]["lounge"]["unknowns"]
+    assert unknown["status"] == "open" and "forward_axis" in unknown["unresolved"]
+    assert state["groups"]["lounge"]["verification"]["verdict"] == "uncertain"
+    assert len(state["groups"]["lounge"]["rounds"]) == 2   # asked once, then no repair churn
+    metrics = load(scene / "metrics.json")
+    after = metrics["groups"]["lounge"]["after"]
+    assert after["verdict"] == "uncertain" and after["pass_rate"] < 1.0
+    assert metrics["scene"]["after"]["groups_pass"] == 0
+    assert metrics["scene"]["after"]["groups_uncertain"] == 1
+    [line] = after["not_measured"]
+    assert line.startswith("lounge.coffee_table: ") and "forward_axis" in line
+    assert any("UNCERTAIN lounge.coffee_table" in p for p in progress)
+    assert cli("report", str(scene)) == 0
+    out = capsys.readouterr().out
+    assert "NOT MEASURED" in out and "lounge.coffee_table" in out
 
 
 # ----------------------------------------------------------------------------- kill -9

@@ -92,14 +92,29 @@ def test_safe_group_ids(gid: str) -> None:
     assert unsafe_id_reason(gid) is None
 
 
-def test_unknown_and_non_mesh_objects_need_the_scene() -> None:
+def test_unknown_objects_need_the_scene_and_unit_roots_may_be_empties() -> None:
     g = parse_relation_graph(GOOD, "rg.json")
     scene = {"table": "MESH", "c1": "MESH", "c2": "MESH", "cabinet": "MESH", "c3": "MESH"}
     g.check_against_scene(scene)
     with pytest.raises(RelationGraphError, match="group 'tv': object 'c3' is not in the scene"):
         g.check_against_scene({k: v for k, v in scene.items() if k != "c3"})
-    with pytest.raises(RelationGraphError, match="group 'dining': object 'table' is a CAMERA"):
-        g.check_against_scene({**scene, "table": "CAMERA"})
+    # an importer's Empty root (or a collection instance) names a unit; whether it has
+    # geometry is the worker's to say (a refusal, exit 23)
+    g.check_against_scene({**scene, "table": "EMPTY"})
+    assert g.where("c2") == "groups[0].members[1]" and g.where("cabinet") == "groups[1].anchor"
+
+
+def test_relation_may_be_a_plain_label_kept_as_a_note() -> None:
+    doc = json.loads(json.dumps(GOOD))
+    doc["groups"][0]["relation"] = "seated_around"
+    g = parse_relation_graph(doc, "rg.json").groups[0]
+    assert g.relation_label == "seated_around" and g.relation == {}
+    doc["groups"][0]["relation"] = "  "
+    with pytest.raises(RelationGraphError, match=r"groups\[0\]\.relation.*empty relation label"):
+        parse_relation_graph(doc, "rg.json")
+    doc["groups"][0]["relation"] = 3
+    with pytest.raises(RelationGraphError, match="label string"):
+        parse_relation_graph(doc, "rg.json")
 
 
 # ------------------------------------------------------------------ inference
@@ -198,26 +213,41 @@ def test_clearance_too_close_and_too_far() -> None:
     assert by_id(close)["clearance_a"]["verdict"] == "fail"
 
 
-def test_symmetric_front_is_an_unknown_not_a_fail_until_resolved() -> None:
+def test_undetermined_front_is_an_unknown_never_a_pass() -> None:
+    """A front the mesh cannot tell (not measurably symmetric either) is an open unknown and
+    an uncertain group: only a declared answer turns it into a measured check."""
     axes = copy.deepcopy(AXES)
-    axes["members"]["b"] = {"axis_local": None, "method": "symmetric", "confidence": 0.9}
-    g = geometry({"a": member(), "b": member(facing=None,
-                                             note="symmetric: facing does not apply")})
+    axes["members"]["b"] = {"axis_local": None, "method": "symmetric", "confidence": 0.4}
+    g = geometry({"a": member(), "b": member(facing=None, note="front undetermined")})
     review = verify.review_group("g", g, SPEC, axes, ["a", "b"])
     items = by_id(review)
     assert items["object_b"]["verdict"] == "uncertain"
+    assert items["object_b"]["evidence"]["front_status"] == "undetermined"
     assert items["facing_b"]["blocked_by"] == "object_b"
     assert not any(i["verdict"] == "fail" for i in items.values())
+    assert review["summary"]["verdict"] == "uncertain" and not review["summary"]["all_pass"]
+    [line] = review["summary"]["not_measured"]
+    assert line.startswith("b: ") and "forward_axis" in line   # names member and the fix
     [unknown] = review["new_unknowns"]
     assert unknown["id"] == "unknown_forward_axis_b" and unknown["status"] == "open"
     assert "forward_axis" in unknown["question"]
-    resolved = {unknown["id"]: {"source": "default", "note": "symmetric: facing does not apply"}}
-    after = verify.review_group("g", g, SPEC, axes, ["a", "b"], resolved)
-    assert after["new_unknowns"] == [] and after["summary"]["all_pass"]
-    assert "not applicable" in by_id(after)["facing_b"]["reason"]
     declared = copy.deepcopy(axes)
-    declared["members"]["b"]["method"] = "override"
-    assert verify.review_group("g", g, SPEC, declared, ["a", "b"])["new_unknowns"] == []
+    declared["members"]["b"] = {"axis_local": [0.0, -1.0], "method": "override",
+                                "confidence": 1.0}
+    g2 = geometry({"a": member(), "b": member()})
+    after = verify.review_group("g", g2, SPEC, declared, ["a", "b"])
+    assert after["new_unknowns"] == [] and after["summary"]["verdict"] == "pass"
+
+
+def test_measured_symmetry_is_a_pass_where_facing_does_not_apply() -> None:
+    axes = copy.deepcopy(AXES)
+    axes["members"]["b"] = {"axis_local": None, "method": "symmetric", "confidence": 0.99}
+    g = geometry({"a": member(), "b": member(facing=None,
+                                             note="symmetric: facing does not apply")})
+    review = verify.review_group("g", g, SPEC, axes, ["a", "b"])
+    assert review["new_unknowns"] == [] and review["summary"]["verdict"] == "pass"
+    assert "measured symmetric" in by_id(review)["object_b"]["reason"]
+    assert "not applicable" in by_id(review)["facing_b"]["reason"]
 
 
 def test_uncheckable_pattern_is_an_unknown() -> None:
@@ -344,7 +374,7 @@ def test_dead_running_run_is_marked_failed(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ resolution
-def test_pattern_unknown_resolved_from_relation_hint_or_default(tmp_path: Path) -> None:
+def test_pattern_unknown_resolved_from_relation_hint_or_left_open(tmp_path: Path) -> None:
     from island_tools.scene.pipeline import GroupPaths, RunOptions, ScenePipeline
 
     gp = GroupPaths(tmp_path)
@@ -353,8 +383,7 @@ def test_pattern_unknown_resolved_from_relation_hint_or_default(tmp_path: Path) 
     pipeline = ScenePipeline(tmp_path, RunOptions(), run_job=lambda job: {})
     plain = parse_relation_graph({"groups": [{"id": "g", "anchor": "t",
                                               "members": ["a", "b", "c", "d"]}]}, "rg").groups[0]
-    res = pipeline._resolve_pattern(gp, plain)
-    assert res["source"] == "default" and "does not apply" in res["note"]
+    assert pipeline._resolve_pattern(gp, plain) is None   # no default answer: stays open
     assert json.loads(gp.target_spec.read_text())["pattern"] == "free"
     hinted = parse_relation_graph({"groups": [{"id": "g", "anchor": "t",
                                                "members": ["a", "b", "c", "d"],

@@ -113,7 +113,7 @@ def test_export_meshes_round_trip_local_coordinates(staged, tmp_path):
     res = jobs.run_job({"op": "step", "blend": str(staged), "members": MEMBERS,
                         "anchor_id": "table", "poses": None, "render": None,
                         "export_meshes": str(out)})
-    assert res["meshes"]["objects"]["chair_b"] == {"vertices": 8, "triangles": 12}
+    assert res["meshes"]["objects"]["chair_b"] == {"vertices": 8, "triangles": 12, "parts": 1}
     got, props = meshcache.load(out)
     assert list(got) == MEMBERS
     for name, (v, f) in MESHES.items():
@@ -128,11 +128,11 @@ def test_export_meshes_round_trip_local_coordinates(staged, tmp_path):
                      "chair_b": {"forward_axis": [0.0, -1.0]}}
 
 
-def test_export_meshes_rejects_non_mesh_objects(staged, tmp_path):
+def test_export_meshes_refuses_a_unit_without_geometry(staged, tmp_path):
     blend_io.open_blend(staged)
     empty = bpy.data.objects.new("lamp_empty", None)
     bpy.context.scene.collection.objects.link(empty)
-    with pytest.raises(GroupInputError, match="lamp_empty"):
+    with pytest.raises(GroupInputError, match="lamp_empty.*has no geometry"):
         meshes.export_meshes(["table", "lamp_empty"], tmp_path / "m.npz")
     assert not (tmp_path / "m.npz").exists()
 

@@ -5,19 +5,23 @@ Blender process), nothing here replaces the open file: these functions read obje
 it, write an island from them, append an iteration into it, or move its objects.
 
 ``write_island``
-    The island of one group from objects of the open file: the anchor's rigid frame
-    (rotation + translation, no scale) becomes the canonical frame, ``island.blend`` holds
-    only the group's objects (with their meshes and materials) at their canonical poses,
-    ``metadata.json`` the contract's fields. The objects of the open file end where they
-    started (their local transforms are restored exactly); derived per-group caches
-    (``meshes.npz``, ``forward_axes.json``) of an earlier island are removed, since they
-    would describe other meshes.
+    The island of one group from furniture units of the open file (``worker.units``: each
+    named object with its subtree and what it instances): the anchor's rigid frame in metres
+    (``frames.canonical_frame`` with the scene's unit scale) becomes the canonical frame,
+    ``island.blend`` holds only the group's units (with their meshes and materials; children
+    stay parented, instances stay instances) with the roots at their canonical poses and no
+    parent, ``metadata.json`` the contract's fields. A unit the pipeline would refuse
+    (animated, constrained, ...) is refused here with the same one line. The objects of the
+    open file end where they started (roots get their parent, parent inverse and local
+    channels back exactly); derived per-group caches (``meshes.npz``, ``forward_axes.json``)
+    of an earlier island are removed, since they would describe other meshes.
 ``load_iteration``
-    Appends the members of an ``iter_N/island.blend`` into a scene of their own, replacing
-    what an earlier load put there. Appended objects keep their island name in the custom
+    Appends the units of an ``iter_N/island.blend`` into a scene of their own, replacing
+    what an earlier load put there. Appended roots keep their island name in the custom
     property ``island_member`` (Blender renames an object whose name is taken, e.g. by the
-    original in the artist's scene) and their local forward axis in ``island_forward_local``
-    for the viewport arrows.
+    original in the artist's scene), their local forward axis in ``island_forward_local`` and
+    their unit's local footprint centre in ``island_footprint_local`` for the viewport
+    arrows.
 ``set_world_poses``
     Merge back: assigns world matrices to the objects with the members' exact names.
 """
@@ -32,9 +36,10 @@ import numpy as np
 from mathutils import Matrix
 
 from island_tools import atomic, frames
-from island_tools.errors import GroupInputError, WorkerError
+from island_tools.errors import GroupInputError, WorkerError, refusal_line
 
 from .blend_io import blender_version, check_version, get_objects, matrix_to_list, set_poses
+from .units import geometry_refusals, refusals, unit_geometry, unit_objects
 
 TEMP_SCENE = "Island"
 GROUP_CACHES = ("meshes.npz", "forward_axes.json")
@@ -42,6 +47,7 @@ PROP_MEMBER = "island_member"
 PROP_GROUP = "island_group"
 PROP_ITER = "island_iter"
 PROP_FORWARD = "island_forward_local"
+PROP_FOOTPRINT = "island_footprint_local"
 # matrix_world is float32 in Blender: what was assigned reads back to ~1e-7 relative.
 PLACE_TOL = 1e-5
 
@@ -55,53 +61,64 @@ def _depth(obj) -> int:
 
 
 def group_objects(anchor: str, members: Sequence[str]) -> list:
-    """The anchor first, then the members; every one must be a mesh object of the open file."""
+    """The anchor first, then the members: unit roots of the open file that can be refined
+    (the scene pipeline's refusals, one line naming object, cause and fix)."""
     names = list(dict.fromkeys([anchor, *members]))
     if len(names) < 2:
         raise GroupInputError(f"group with anchor '{anchor}' has no members",
                               fix="select the members, then the anchor last (active)")
     objs = get_objects(names, what="group object")
-    bad = [f"'{o.name}' ({o.type})" for o in objs if o.type != "MESH"]
-    if bad:
-        raise GroupInputError("not mesh objects: " + ", ".join(bad),
-                              file=bpy.data.filepath or None)
+    found = refusals(names)
+    found = found or geometry_refusals(unit_geometry(names))
+    if found:
+        raise GroupInputError(refusal_line(found), file=bpy.data.filepath or None)
     return objs
 
 
+def unit_scale() -> float:
+    scene = bpy.context.scene
+    return float(scene.unit_settings.scale_length) if scene is not None else 1.0
+
+
 def canonical_frame(objs: Sequence) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """(M_anchor rigid, its inverse, {name: canonical pose}) with ``objs[0]`` the anchor."""
+    """(M_anchor, M_inv, {name: canonical pose}) with ``objs[0]`` the anchor (metres)."""
     layer = bpy.context.view_layer
     if layer is not None:
         layer.update()
     worlds = {o.name: np.array(o.matrix_world, dtype=float) for o in objs}
-    anchor = objs[0].name
-    m_anchor = frames.rigid(worlds[anchor])
-    m_inv = frames.rigid_inverse(worlds[anchor])
+    m_anchor, m_inv = frames.canonical_frame(worlds[objs[0].name], unit_scale())
     return m_anchor, m_inv, {name: m_inv @ w for name, w in worlds.items()}
 
 
 def _local_transform(obj) -> tuple:
     return (obj.location.copy(), obj.rotation_euler.copy(), obj.rotation_quaternion.copy(),
-            tuple(obj.rotation_axis_angle), obj.scale.copy())
+            tuple(obj.rotation_axis_angle), obj.scale.copy(), obj.parent,
+            obj.matrix_parent_inverse.copy())
 
 
 def _restore_local_transform(obj, saved: tuple) -> None:
     """Bit-exact: the stored channels, not a matrix decomposed again (float32 round-off)."""
+    obj.parent = saved[5]
+    obj.matrix_parent_inverse = saved[6]
     obj.location, obj.rotation_euler, obj.rotation_quaternion = saved[0], saved[1], saved[2]
     obj.rotation_axis_angle, obj.scale = saved[3], saved[4]
 
 
-def _write_library(path: Path, objs: Sequence, poses: Mapping[str, np.ndarray]) -> None:
-    """Write ``objs`` at ``poses`` into ``path`` as the only objects of one scene."""
+def _write_library(path: Path, roots: Sequence, poses: Mapping[str, np.ndarray]) -> None:
+    """Write the units of ``roots`` (roots at ``poses``, unparented) into ``path`` as the only
+    objects of one scene in metres; collections they instance come along as data."""
     scene = bpy.data.scenes.new(TEMP_SCENE)
-    saved = {o.name: _local_transform(o) for o in objs}
+    scene.unit_settings.scale_length = 1.0
+    saved = {o.name: _local_transform(o) for o in roots}
+    parts = [o for objs in unit_objects([r.name for r in roots]).values() for o in objs]
     try:
-        for obj in objs:
+        for obj in parts:
             scene.collection.objects.link(obj)
-        for obj in sorted(objs, key=_depth):  # parents first: children solve against them
+        for obj in roots:
+            obj.parent = None
             obj.matrix_world = Matrix([list(r) for r in poses[obj.name]])
         scene.view_layers[0].update()
-        for obj in objs:
+        for obj in roots:
             err = float(np.abs(np.array(obj.matrix_world) - poses[obj.name]).max())
             if err > PLACE_TOL:
                 raise WorkerError(f"'{obj.name}' could not be placed in the canonical frame "
@@ -109,7 +126,7 @@ def _write_library(path: Path, objs: Sequence, poses: Mapping[str, np.ndarray]) 
                                   fix="remove its constraints/drivers, or unparent it")
         bpy.data.libraries.write(str(path), {scene}, path_remap="ABSOLUTE", compress=False)
     finally:
-        for obj in objs:
+        for obj in roots:
             _restore_local_transform(obj, saved[obj.name])
         bpy.data.scenes.remove(scene)
         if bpy.context.view_layer is not None:
@@ -136,6 +153,9 @@ def write_island(group_dir: str | os.PathLike[str], anchor: str, members: Sequen
     metadata = {"anchor_id": names[0], "M_anchor_4x4": frames.to_list(m_anchor),
                 "M_inv_4x4": frames.to_list(m_inv), "members": names,
                 "canonical_poses": {n: frames.to_list(canonical[n]) for n in names},
+                "unit_scale": unit_scale(),
+                "units": {r: [o.name for o in objs]
+                          for r, objs in unit_objects(names).items()},
                 "source": {"blend": bpy.data.filepath or None,
                            "blender_version": blender_version()}}
     atomic.write_json(root / "metadata.json", metadata)
@@ -157,8 +177,10 @@ def _remove_loaded(collection, group_key: str) -> None:
 
 def load_iteration(blend: str | os.PathLike[str], members: Sequence[str], scene_name: str,
                    group_key: str, n: int,
-                   forward_local: Mapping[str, Sequence[float] | None] | None = None) -> dict:
-    """Append ``members`` of ``blend`` into the scene ``scene_name`` (created when missing).
+                   forward_local: Mapping[str, Sequence[float] | None] | None = None,
+                   footprint_local: Mapping[str, Sequence[float]] | None = None) -> dict:
+    """Append the units of ``members`` (roots and their subtrees) of ``blend`` into the scene
+    ``scene_name`` (created when missing).
 
     Returns ``{"scene", "objects": {member: object name in this file}}``.
     """
@@ -169,22 +191,33 @@ def load_iteration(blend: str | os.PathLike[str], members: Sequence[str], scene_
         if missing:
             raise GroupInputError(f"member(s) missing: {', '.join(sorted(missing))}",
                                   file=str(path), fix="rerun the iteration")
-        dst.objects = list(members)
+        names = list(members) + [o for o in src.objects if o not in set(members)]
+        dst.objects = list(names)  # Blender replaces the list's items by the appended IDs
+    appended = dict(zip(names, dst.objects))
     scene = bpy.data.scenes.get(scene_name) or bpy.data.scenes.new(scene_name)
     _remove_loaded(scene.collection, group_key)
     out = {}
-    for name, obj in zip(members, dst.objects):
+    for name in members:
+        obj = appended[name]
         if obj is None:
             raise WorkerError(f"Blender {blender_version()} could not append '{name}'",
                               file=str(path))
-        scene.collection.objects.link(obj)
         obj[PROP_MEMBER] = name
-        obj[PROP_GROUP] = group_key
-        obj[PROP_ITER] = int(n)
         axis = (forward_local or {}).get(name)
         if axis is not None:
             obj[PROP_FORWARD] = [float(axis[0]), float(axis[1])]
+        centre = (footprint_local or {}).get(name)
+        if centre is not None:
+            obj[PROP_FOOTPRINT] = [float(centre[0]), float(centre[1])]
         out[name] = obj.name
+    roots = {o.name for o in appended.values() if o is not None and PROP_MEMBER in o}
+    for objs in unit_objects(sorted(roots)).values():
+        for obj in objs:
+            scene.collection.objects.link(obj)
+            obj[PROP_GROUP] = group_key
+            obj[PROP_ITER] = int(n)
+    # objects only instanced by the units (collection sources) stay out of the scene: the
+    # instances show them, and they would otherwise appear a second time at their own place
     scene.view_layers[0].update()
     return {"scene": scene.name, "objects": out}
 

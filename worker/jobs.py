@@ -6,10 +6,12 @@
     ``{"op": "step", "blend": <island.blend copy inside a staging dir>,
     "members": [all object names, anchor included], "anchor_id": str,
     "poses": {name: 4x4} | null,
-    "render": {"engine", "resolution", "samples", "forward_axes"?: {name: "-Y" | [x, y]}} | null,
+    "render": {"engine", "resolution", "samples", "forward_axes"?: {name: "-Y" | [x, y]},
+               "meshes_npz"?: the group's mesh cache (units drawn from it)} | null,
     "export_meshes": <npz path> | null}``
 
-    Opens ``blend`` (scripts disabled), checks every member exists; with ``poses`` assigns
+    ``members`` are furniture unit roots (``worker.units``). Opens ``blend`` (scripts
+    disabled), checks every member exists; with ``poses`` assigns
     them, saves ``blend`` IN PLACE and re-opens the saved file so everything after reflects
     what is on disk; reads the members' poses back; optionally exports the mesh cache and
     renders ``render_persp.png`` + ``render_bev.png`` into ``dirname(blend)``; a render
@@ -68,6 +70,21 @@ def _members(job: Mapping) -> list[str]:
     return list(dict.fromkeys(members))
 
 
+def _unit_meshes(path: Any) -> dict | None:
+    """The group's mesh cache for the render proxies (the units' local geometry does not
+    change between iterations: only their roots move)."""
+    if not path:
+        return None
+    from island_tools import meshcache
+
+    try:
+        meshes, _ = meshcache.load(str(path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
+                              fix="delete it and rerun init_iter0.py") from None
+    return meshes
+
+
 def _step(job: Mapping) -> dict:
     t_all = time.perf_counter()
     blend = os.path.abspath(_require(job, "blend", str))
@@ -122,7 +139,8 @@ def _step(job: Mapping) -> dict:
                                    engine=render.get("engine", "workbench"),
                                    resolution=int(render.get("resolution", 512)),
                                    samples=render.get("samples"),  # None: engine default
-                                   forward_axes=render.get("forward_axes"))
+                                   forward_axes=render.get("forward_axes"),
+                                   unit_meshes=_unit_meshes(render.get("meshes_npz")))
         timings["render"] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t_all

@@ -1,9 +1,11 @@
-"""Export evaluated, triangulated object meshes to the mesh cache (``island_tools.meshcache``).
+"""Export furniture units' evaluated, triangulated meshes to the mesh cache
+(``island_tools.meshcache``).
 
-Per object: the *evaluated* mesh (modifiers applied, via the depsgraph), triangulated with
-``calc_loop_triangles``, vertices in object-LOCAL coordinates (before ``matrix_world``), and
-the custom property ``forward_axis`` when the object carries one (a string such as ``"-Y"``
-or a 2-list such as ``[0.0, -1.0]``), stored in the cache's ``props``.
+Per unit root (``worker.units``): the unit's evaluated geometry (the root and its subtree,
+instances, modifiers applied) triangulated, vertices in the ROOT's local coordinates (before
+its ``matrix_world``), the root's custom property ``forward_axis`` when it carries one (a
+string such as ``"-Y"`` or a 2-list such as ``[0.0, -1.0]``) in the cache's ``props``, and
+what the unit is made of (``units``: parts with their triangle counts).
 """
 from __future__ import annotations
 
@@ -11,12 +13,12 @@ import os
 from collections.abc import Sequence
 
 import bpy
-import numpy as np
 
 from island_tools import meshcache
-from island_tools.errors import GroupInputError
+from island_tools.errors import GroupInputError, refusal_line
 
 from .blend_io import get_objects
+from .units import geometry_refusals, refusals, unit_geometry
 
 PROP_KEYS = ("forward_axis",)
 
@@ -42,47 +44,37 @@ def object_props(obj) -> dict:
     return out
 
 
-def evaluated_arrays(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (n,3) float64 local, triangles (m,3) int32) of the evaluated mesh."""
-    obj_eval = obj.evaluated_get(depsgraph)
-    mesh = obj_eval.to_mesh()
-    try:
-        mesh.calc_loop_triangles()
-        verts = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
-        mesh.vertices.foreach_get("co", verts)
-        tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
-        mesh.loop_triangles.foreach_get("vertices", tris)
-    finally:
-        obj_eval.to_mesh_clear()
-    return verts.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
+def collect_units(names: Sequence[str]) -> tuple[dict, dict, dict, list[dict]]:
+    """(meshes, props, units, refusals) of the units rooted at ``names``; with refusals the
+    first three are empty (nothing is evaluated for a scene that cannot be refined)."""
+    roots = get_objects(names)
+    found = refusals([o.name for o in roots])
+    geometry = unit_geometry([o.name for o in roots]) if not found else {}
+    found = found or geometry_refusals(geometry)
+    if found:
+        return {}, {}, {}, found
+    meshes = {n: (g.vertices, g.triangles) for n, g in geometry.items()}
+    props = {o.name: p for o in roots if (p := object_props(o))}
+    units = {n: {"root_type": bpy.data.objects[n].type, "parts": g.parts,
+                 "triangles": int(len(g.triangles))} for n, g in geometry.items()}
+    return meshes, props, units, []
 
 
-def collect_meshes(names: Sequence[str]) -> tuple[dict, dict]:
-    objs = get_objects(names)
-    bad = [o.name for o in objs if o.type != "MESH"]
-    if bad:
-        raise GroupInputError(
-            "not mesh objects: " + ", ".join(f"'{o.name}' ({o.type})" for o in objs
-                                             if o.name in bad),
-            file=bpy.data.filepath or None)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    meshes: dict = {}
-    props: dict = {}
-    for obj in objs:
-        meshes[obj.name] = evaluated_arrays(obj, depsgraph)
-        p = object_props(obj)
-        if p:
-            props[obj.name] = p
-    return meshes, props
-
-
-def export_meshes(names: Sequence[str], out_path: str | os.PathLike[str]) -> dict:
-    """Write the mesh cache for ``names`` atomically. Returns per-object counts."""
-    meshes, props = collect_meshes(names)
-    meshcache.save(out_path, meshes, props)
+def summary(out_path: str | os.PathLike[str], meshes: dict, props: dict, units: dict) -> dict:
     return {
         "path": str(out_path),
-        "objects": {n: {"vertices": int(v.shape[0]), "triangles": int(f.shape[0])}
+        "objects": {n: {"vertices": int(v.shape[0]), "triangles": int(f.shape[0]),
+                        "parts": len(units[n]["parts"])}
                     for n, (v, f) in meshes.items()},
         "props": props,
     }
+
+
+def export_meshes(names: Sequence[str], out_path: str | os.PathLike[str]) -> dict:
+    """Write the mesh cache for the units rooted at ``names`` atomically. Returns counts;
+    GroupInputError (one line naming object, cause and fix) if a unit is refused."""
+    meshes, props, units, found = collect_units(names)
+    if found:
+        raise GroupInputError(refusal_line(found), file=bpy.data.filepath or None)
+    meshcache.save(out_path, meshes, props, units)
+    return summary(out_path, meshes, props, units)

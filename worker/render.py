@@ -1,9 +1,11 @@
 """Render ``render_persp.png`` and ``render_bev.png`` for an island (bpy; Blender 3.4 .. 5.0).
 
-Both views are rendered from a temporary scene that links the island's objects, so the
-open file's own scene, cameras and render settings are never touched (the add-on renders
-from an artist's open file through this same function); the temporary scene, camera,
-floor, lamp, world and material are removed afterwards and ``Object.color`` is restored.
+Both views are rendered from a temporary scene holding one proxy mesh per furniture unit:
+the unit's evaluated geometry (``worker.units``: root, children, instances, modifiers), the
+very triangles geometry.json measures, placed at the root's current pose. The open file's
+own objects, scene, cameras and render settings are never touched (the add-on renders from
+an artist's open file through this same function); the temporary scene, proxies, camera,
+floor, lamp, world and material are removed afterwards.
 
 Views
 -----
@@ -52,11 +54,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import bpy
-from mathutils import Vector
+import numpy as np
+from mathutils import Matrix, Vector
 
 from island_tools.errors import GroupInputError, UsageError, WorkerError
 
 from .blend_io import get_objects
+from .units import proxy_mesh, unit_geometry
 
 ENGINES = {"workbench": "BLENDER_WORKBENCH", "cycles": "CYCLES"}
 PALETTE = [
@@ -155,24 +159,24 @@ def forward_vector(value) -> tuple[float, float] | None:
     return (x / n, y / n)
 
 
-def _arrow_mesh(name: str, obj, depsgraph, forward: tuple[float, float], z: float):
-    """A flat triangle at height ``z`` over the footprint centre, pointing forward."""
-    ev = obj.evaluated_get(depsgraph)
-    mw = ev.matrix_world
-    xs = [c[0] for c in ev.bound_box]
-    ys = [c[1] for c in ev.bound_box]
-    centre_local = Vector(((min(xs) + max(xs)) / 2.0, (min(ys) + max(ys)) / 2.0, 0.0))
-    centre = mw @ centre_local
-    d3 = mw.to_3x3() @ Vector((forward[0], forward[1], 0.0))
-    d = Vector((d3.x, d3.y, 0.0))
+def _box(world_verts: np.ndarray) -> tuple[Vector, Vector]:
+    return Vector(world_verts.min(axis=0).tolist()), Vector(world_verts.max(axis=0).tolist())
+
+
+def _arrow_mesh(name: str, local_verts: np.ndarray, mw: np.ndarray,
+                forward: tuple[float, float], z: float):
+    """A flat triangle at height ``z`` over the unit's footprint centre, pointing forward."""
+    lo, hi = local_verts[:, :2].min(axis=0), local_verts[:, :2].max(axis=0)
+    centre = mw[:3, :3] @ np.array([(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, 0.0]) + mw[:3, 3]
+    d3 = mw[:3, :3] @ np.array([forward[0], forward[1], 0.0])
+    d = Vector((float(d3[0]), float(d3[1]), 0.0))
     if d.length < 1e-9:
         return None
     d.normalize()
-    size_world = [(mw.to_3x3() @ Vector(axis)).length * extent for axis, extent in
-                  (((1, 0, 0), max(xs) - min(xs)), ((0, 1, 0), max(ys) - min(ys)))]
+    size_world = [float(np.linalg.norm(mw[:3, i])) * float(hi[i] - lo[i]) for i in (0, 1)]
     length = max(0.1, min(size_world) * 0.8)
     perp = Vector((-d.y, d.x, 0.0))
-    c = Vector((centre.x, centre.y, z))
+    c = Vector((float(centre[0]), float(centre[1]), z))
     tip = c + d * (0.55 * length)
     left = c - d * (0.45 * length) + perp * (0.3 * length)
     right = c - d * (0.45 * length) - perp * (0.3 * length)
@@ -291,12 +295,15 @@ def _render_to(scene, final: Path) -> float:
 
 def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Sequence[str],
                  engine: str = "workbench", resolution: int = 512, samples: int | None = None,
-                 forward_axes: Mapping[str, object] | None = None) -> dict:
+                 forward_axes: Mapping[str, object] | None = None,
+                 unit_meshes: Mapping[str, tuple] | None = None) -> dict:
     """Render both views into ``out_dir``; see the module docstring. Returns paths + camera data.
 
-    ``forward_axes``: optional ``{member: local forward}`` ("-Y", [0, -1], ...); each listed
-    member (anchor excluded) gets a dark arrow over it in the BEV, pointing to its front.
-    ``samples`` None: the engine's default (``DEFAULT_SAMPLES``).
+    ``members`` are unit roots. ``forward_axes``: optional ``{member: local forward}`` ("-Y",
+    [0, -1], ...); each listed member (anchor excluded) gets a dark arrow over it in the BEV,
+    pointing to its front. ``samples`` None: the engine's default (``DEFAULT_SAMPLES``).
+    ``unit_meshes``: ``{root: (vertices, triangles)}`` in the root's local frame (the group's
+    mesh cache); units missing from it are evaluated from the open file.
     """
     t_start = time.perf_counter()
     engine = str(engine).lower()
@@ -315,9 +322,14 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
     if not out_dir.is_dir():
         raise WorkerError("render output directory does not exist", file=str(out_dir))
     objs = get_objects(members)
-    bad = [o.name for o in objs if o.type != "MESH"]
-    if bad:
-        raise GroupInputError("not mesh objects: " + ", ".join(repr(b) for b in bad))
+    geometry = {n: (np.asarray(v, dtype=float), np.asarray(t)) for n, (v, t) in
+                (unit_meshes or {}).items() if n in members}
+    live = [n for n in members if n not in geometry]
+    if live:
+        geometry.update({n: (g.vertices, g.triangles) for n, g in unit_geometry(live).items()})
+    empty = [n for n in members if not len(geometry[n][1])]
+    if empty:
+        raise GroupInputError("units without geometry: " + ", ".join(repr(n) for n in empty))
 
     if forward_axes is None:  # fall back to the objects' own forward_axis property
         forward_axes = {o.name: o["forward_axis"] for o in objs if "forward_axis" in o.keys()}
@@ -333,8 +345,11 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
                              "2-vector", field="forward_axes")
         fwd_map[name] = fwd
 
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    boxes = {o.name: _world_bbox(o, depsgraph) for o in objs}
+    if bpy.context.view_layer is not None:
+        bpy.context.view_layer.update()
+    matrices = {o.name: np.array(o.matrix_world, dtype=float) for o in objs}
+    world_verts = {n: geometry[n][0] @ m[:3, :3].T + m[:3, 3] for n, m in matrices.items()}
+    boxes = {n: _box(v) for n, v in world_verts.items()}
     lo = Vector((min(b[0].x for b in boxes.values()), min(b[0].y for b in boxes.values()),
                  min(b[0].z for b in boxes.values())))
     hi = Vector((max(b[1].x for b in boxes.values()), max(b[1].y for b in boxes.values()),
@@ -342,12 +357,18 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
     colors = member_colors(anchor_id, members)
 
     created: list = []  # (collection, datablock) to remove, in order
-    saved_colors = {o.name: tuple(o.color) for o in objs}
     scene = bpy.data.scenes.new(_TMP)
     try:
-        for o in objs:
-            o.color = (*colors[o.name], 1.0)
-            scene.collection.objects.link(o)
+        # Each unit is drawn from the geometry that is measured: one proxy mesh per unit at
+        # its root's pose, in the member's colour (a collection instance or a hierarchy is
+        # coloured whole, and nothing of the open file is changed).
+        for name in members:
+            pmesh = proxy_mesh(f"{_TMP}_unit_{name}", *geometry[name])
+            proxy = bpy.data.objects.new(pmesh.name, pmesh)
+            proxy.matrix_world = Matrix(matrices[name].tolist())
+            proxy.color = (*colors[name], 1.0)
+            scene.collection.objects.link(proxy)
+            created += [(bpy.data.objects, proxy), (bpy.data.meshes, pmesh)]
         _configure_output(scene, resolution)
         world = _new_world(_TMP, BACKGROUND_COLOR, CYCLES_AMBIENT)
         created.append((bpy.data.worlds, world))
@@ -420,7 +441,7 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
             scene.display.shading.show_shadows = False  # nothing to fall on without a floor
         arrows = []
         for name, fwd in sorted(fwd_map.items()):
-            amesh = _arrow_mesh(f"{_TMP}_arrow_{name}", bpy.data.objects[name], depsgraph,
+            amesh = _arrow_mesh(f"{_TMP}_arrow_{name}", geometry[name][0], matrices[name],
                                 fwd, hi.z + 0.01)
             if amesh is None:
                 continue
@@ -438,8 +459,6 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
                 coll.remove(block)
             except (ReferenceError, RuntimeError):
                 pass
-        for o in objs:
-            o.color = saved_colors[o.name]
 
     result = {
         "persp": str(persp_path),

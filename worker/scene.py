@@ -8,27 +8,35 @@ paths, then re-opened so what is returned was read back from disk.
 Jobs (dispatched by ``worker.jobs.run_job``; plain JSON in and out, meshes through npz):
 
 ``scene_read``
-    ``{"blend", "names": [objects the relation graph names], "export_meshes": npz | null}``
-    -> ``{"objects": {name: {"type", "parent", "matrix_world", "collections", "props"}}``
-    for EVERY object in the file, ``"missing": [named but absent]``, ``"meshes"`` (counts of
-    the exported evaluated local meshes of the named mesh objects), versions, autoexec_fail}``.
+    ``{"blend", "names": [unit roots the relation graph names], "export_meshes": npz | null}``
+    -> ``{"objects": {name: {"type", "parent", "matrix_world", "matrix_basis", "collections",
+    "instance_collection", "in_view_layer", "library", "props"}}`` for EVERY object in the
+    file, ``"missing": [named but absent]``, ``"refusals": [{"member", "object", "cause",
+    "fix"}]`` (``worker.units``: why a unit cannot be refined; then nothing is exported),
+    ``"units": {root: {"objects", "parts", "triangles", "root_type"}}``, ``"meshes"`` (counts
+    of the exported unit meshes), ``"unit_scale"`` (the scene's metres per Blender unit),
+    versions, autoexec_fail}``.
 
 ``scene_rebuild``
     ``{"blend", "groups": [{"id", "anchor_id", "members" (anchor included), "m_inv" 4x4,
     "out_blend", "masked_png" | null, "export_meshes": npz | null}], "masked": {"resolution",
     "context": [names]}}``.
-    Per group: open the scene, record world matrices, clear the group objects' parents,
-    set each ``matrix_world = m_inv @ world``, delete every other object (meshes and materials
-    of the group stay; unused data is not written), save_as ``out_blend``, re-open it and
-    read the poses back, optionally export the island's mesh cache (``meshes.npz``, read from
-    the saved island). ``masked.png``: the scene from above, the group highlighted.
+    Per group (``members`` are unit roots): open the scene, record the roots' world matrices,
+    clear the roots' parents, set each root's ``matrix_world = m_inv @ world`` (the rest of
+    each unit follows its root), delete every object outside the units and what they
+    instance, set the island's unit scale to 1 (``m_inv`` carries the scene's), save_as
+    ``out_blend``, re-open it and read the roots' poses back, optionally export the island's
+    mesh cache (``meshes.npz``, read from the saved island). ``masked.png``: the scene from
+    above, the group highlighted.
     -> ``{"groups": {id: {"out_blend", "poses", "objects", "masked"}}, ...}``.
 
 ``scene_merge``
-    ``{"blend": input scene, "out_blend", "poses": {name: world 4x4}}``: assigns the world
-    matrices (parents before children, so a parented object lands where asked), save_as
-    ``out_blend``, re-open it. -> ``{"before": {all objects: 4x4 as opened},
-    "after": {all objects: 4x4 read back from out_blend}, "parents": {name: parent}}``.
+    ``{"blend": input scene, "out_blend", "poses": {unit root: world 4x4}}``: assigns the
+    world matrices (parents before children, so a parented root lands where asked), save_as
+    ``out_blend`` (the caller passes a temporary path and moves it into place only after its
+    read-back check), re-open it. -> ``{"before"/"after": {all objects: matrix_world as opened
+    / read back from out_blend}, "before_basis"/"after_basis": {all objects: matrix_basis},
+    "parents": {name: parent}, "unit_scale"}``.
 
 ``scene_build``
     ``{"out_blend", "meshes_npz", "collections": [names], "objects": [{"name", "type"
@@ -54,7 +62,9 @@ from island_tools.errors import GroupInputError, UsageError
 from . import render as _render
 from .blend_io import blender_version, matrix_to_list, open_blend, read_poses, save_blend
 from .build import material
-from .meshes import export_meshes, object_props
+from .meshes import collect_units, export_meshes, object_props
+from .meshes import summary as mesh_summary
+from .units import ancestors, instanced_collections, proxy_mesh, unit_geometry, unit_objects
 
 OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
 MASKED_MARGIN_M = 1.0
@@ -108,6 +118,11 @@ def _version_info(info: Mapping) -> dict:
 
 
 # --------------------------------------------------------------------------- scene_read
+def _unit_scale() -> float:
+    scene = bpy.context.scene
+    return float(scene.unit_settings.scale_length) if scene is not None else 1.0
+
+
 def scene_read(job: Mapping) -> dict:
     t0 = time.perf_counter()
     blend = _path(job, "blend")
@@ -115,23 +130,38 @@ def scene_read(job: Mapping) -> dict:
     export = job.get("export_meshes")
     info = open_blend(blend)
     poses = _all_poses()
+    layer = bpy.context.view_layer
+    in_layer = {o.name for o in layer.objects} if layer is not None else set()
     objects = {}
     for obj in bpy.data.objects:
         objects[obj.name] = {
             "type": obj.type,
             "parent": obj.parent.name if obj.parent is not None else None,
             "matrix_world": poses[obj.name],
+            "matrix_basis": matrix_to_list(obj.matrix_basis),
             "collections": sorted(c.name for c in obj.users_collection),
+            "instance_collection": (obj.instance_collection.name
+                                    if obj.instance_type == "COLLECTION"
+                                    and obj.instance_collection is not None else None),
+            "in_view_layer": obj.name in in_layer,
+            "library": obj.library.filepath if obj.library is not None else None,
             "props": object_props(obj),
         }
     missing = [n for n in names if n not in objects]
-    mesh_names = [n for n in dict.fromkeys(names)
-                  if n in objects and objects[n]["type"] == "MESH"]
-    meshes = None
-    if export and mesh_names:
-        meshes = export_meshes(mesh_names, export)
+    roots = [n for n in dict.fromkeys(names) if n in objects]
+    meshes, found, units = None, [], {}
+    if roots:
+        arrays, props, units, found = collect_units(roots)
+        if export and not found:
+            meshcache.save(export, arrays, props, units)
+            meshes = mesh_summary(export, arrays, props, units)
+    members = unit_objects(roots)
+    for root, objs in members.items():
+        units.setdefault(root, {})["objects"] = [o.name for o in objs]
     return {"op": "scene_read", "blend": blend, "objects": objects, "missing": missing,
-            "meshes": meshes, **_version_info(info),
+            "meshes": meshes, "units": units, "refusals": found,
+            "unit_scale": _unit_scale(), "scene": bpy.context.scene.name,
+            "view_layer": layer.name if layer is not None else None, **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
 
 
@@ -150,8 +180,10 @@ def _mask_scene(resolution: int):
     return scene, world, cam, cam_data
 
 
-def _frame_top_down(cam, cam_data, objs) -> dict:
-    depsgraph = bpy.context.evaluated_depsgraph_get()
+def _frame_top_down(cam, cam_data, objs, scene) -> dict:
+    layer = scene.view_layers[0]
+    layer.update()
+    depsgraph = layer.depsgraph
     boxes = [_render._world_bbox(o, depsgraph) for o in objs]
     lo = Vector((min(b[0].x for b in boxes), min(b[0].y for b in boxes),
                  min(b[0].z for b in boxes)))
@@ -171,32 +203,50 @@ def _frame_top_down(cam, cam_data, objs) -> dict:
 
 def render_masked(groups: Sequence[Mapping], context: Sequence[str], resolution: int) -> dict:
     """One top-down PNG per group with a ``masked_png``: the group in orange, its anchor red,
-    the other groups' objects (``context``) blue-grey, everything else light grey; framed on
-    the ``context`` objects."""
+    the other groups' units (``context``: their roots) blue-grey, everything else light grey;
+    framed on the ``context`` units. Units are drawn from their evaluated geometry (proxies),
+    so a collection-instance or hierarchy member is coloured whole."""
     todo = [g for g in groups if g.get("masked_png")]
     if not todo:
         return {}
-    meshes = [o for o in bpy.data.objects if o.type == "MESH"]
-    grouped = set(context)
-    framing = [o for o in meshes if o.name in grouped] or meshes
+    roots = [n for n in dict.fromkeys(context) if bpy.data.objects.get(n) is not None]
+    unit_parts = {o.name for objs in unit_objects(roots).values() for o in objs}
+    geometry = unit_geometry(roots)
+    layer = bpy.context.view_layer
+    others = [o for o in layer.objects if o.name not in unit_parts and o.visible_get()
+              and o.type in ("MESH", "EMPTY", "CURVE", "SURFACE", "META", "FONT")]
     scene, world, cam, cam_data = _mask_scene(resolution)
+    proxies: dict[str, Any] = {}
     out = {}
     try:
-        for o in meshes:
+        for o in others:
             scene.collection.objects.link(o)
-        camera = _frame_top_down(cam, cam_data, framing)
+            o.color = (*MASK_OTHER, 1.0)
+        for root, g in geometry.items():
+            if not len(g.triangles):
+                continue
+            proxy = bpy.data.objects.new(f"{_TMP}_{root}", proxy_mesh(f"{_TMP}_{root}",
+                                                                      g.vertices, g.triangles))
+            proxy.matrix_world = bpy.data.objects[root].matrix_world
+            scene.collection.objects.link(proxy)
+            proxies[root] = proxy
+        framing = list(proxies.values()) or others
+        camera = _frame_top_down(cam, cam_data, framing, scene)
         for g in todo:
             members = set(g["members"])
-            for o in meshes:
-                color = (MASK_ANCHOR if o.name == g["anchor_id"] else
-                         MASK_MEMBER if o.name in members else
-                         MASK_GROUPED if o.name in grouped else MASK_OTHER)
-                o.color = (*color, 1.0)
+            for root, proxy in proxies.items():
+                color = (MASK_ANCHOR if root == g["anchor_id"] else
+                         MASK_MEMBER if root in members else MASK_GROUPED)
+                proxy.color = (*color, 1.0)
             path = os.path.abspath(g["masked_png"])
             seconds = _render._render_to(scene, Path(path))
             out[g["id"]] = {"path": path, "seconds": round(seconds, 4), **camera}
     finally:
         bpy.data.scenes.remove(scene)
+        for proxy in proxies.values():
+            mesh = proxy.data
+            bpy.data.objects.remove(proxy)
+            bpy.data.meshes.remove(mesh)
         bpy.data.objects.remove(cam)
         bpy.data.cameras.remove(cam_data)
         bpy.data.worlds.remove(world)
@@ -218,41 +268,68 @@ def _group_entry(entry: Any) -> dict:
     return {**entry, "members": members, "m_inv": _matrix(entry.get("m_inv"), "m_inv")}
 
 
+def _exclude_instance_sources(collections, unit_parts: set[str]) -> None:
+    """Instanced collections linked into the scene tree would show their objects a second
+    time at their own place: exclude them from the view layer (instances still evaluate)."""
+    wanted = {c.name_full for c in collections
+              if not any(o.name in unit_parts for o in c.all_objects)}
+    todo = [bpy.context.view_layer.layer_collection]
+    while todo:
+        lc = todo.pop()
+        if lc.collection.name_full in wanted:
+            lc.exclude = True
+        todo.extend(lc.children)
+
+
 def _cut_island(blend: str, group: Mapping) -> dict:
-    """Open the scene, keep only the group in its canonical frame, save, read back."""
+    """Open the scene, keep only the group's units in the canonical frame, save, read back.
+
+    Unit roots lose their parents (the island is flat at the root level) and get
+    ``matrix_world = m_inv @ world``; every other object of a unit keeps its parent and local
+    transform, so it follows its root exactly; collections the units instance stay instanced.
+    The island's scene is in metres (``unit_scale`` 1): ``m_inv`` carries the scene's unit
+    scale."""
     open_blend(blend)
     objs = bpy.data.objects
-    missing = [n for n in group["members"] if objs.get(n) is None]
+    roots = list(group["members"])
+    missing = [n for n in roots if objs.get(n) is None]
     if missing:
         raise GroupInputError(f"group '{group['id']}': object(s) {missing} not in the scene",
                               file=blend)
     _refresh()
-    keep = [objs[n] for n in group["members"]]
-    world = {o.name: o.matrix_world.copy() for o in keep}
+    units = {r: [o.name for o in members] for r, members in unit_objects(roots).items()}
+    unit_parts = {n for members in units.values() for n in members}
+    collections = instanced_collections([objs[n] for n in unit_parts])
+    keep = set(unit_parts)
+    for coll in collections:
+        for o in coll.all_objects:
+            keep.update([o.name, *(a.name for a in ancestors(o))])
+    world = {n: objs[n].matrix_world.copy() for n in roots}
     m_inv = group["m_inv"]
-    # Parents first cleared, then world matrices assigned: the island is flat, each object's
-    # matrix_world is exactly m_inv @ its scene world matrix.
-    for o in keep:
-        o.parent = None
-    for o in keep:
-        o.matrix_world = m_inv @ world[o.name]
-    keep_names = set(group["members"])
-    for o in [o for o in objs if o.name not in keep_names]:
+    for n in roots:
+        objs[n].parent = None
+    for n in roots:
+        objs[n].matrix_world = m_inv @ world[n]
+    for o in [o for o in objs if o.name not in keep]:
         objs.remove(o, do_unlink=True)
+    _exclude_instance_sources(collections, unit_parts)
+    bpy.context.scene.unit_settings.scale_length = 1.0
     _refresh()
     out = os.path.abspath(group["out_blend"])
     save_blend(out)
     open_blend(out)
     names = sorted(o.name for o in bpy.data.objects)
-    if names != sorted(keep_names):
-        raise GroupInputError(f"group '{group['id']}': the saved island holds {names}",
-                              file=out)
+    if names != sorted(keep):
+        raise GroupInputError(f"group '{group['id']}': the saved island holds {names}, "
+                              f"expected {sorted(keep)}", file=out)
     meshes = None
     if group.get("export_meshes"):
-        meshes = export_meshes(group["members"], os.path.abspath(group["export_meshes"]))
-    return {"out_blend": out, "poses": read_poses(group["members"]), "objects": names,
+        meshes = export_meshes(roots, os.path.abspath(group["export_meshes"]))
+    return {"out_blend": out, "poses": read_poses(roots), "objects": names,
+            "units": units,
             "materials": {o.name: [s.material.name for s in o.material_slots if s.material]
-                          for o in bpy.data.objects}, "meshes": meshes}
+                          for o in bpy.data.objects if hasattr(o, "material_slots")},
+            "meshes": meshes}
 
 
 def scene_rebuild(job: Mapping) -> dict:
@@ -297,6 +374,7 @@ def scene_merge(job: Mapping) -> dict:
     poses = {name: _matrix(m, f"poses.{name}") for name, m in raw.items()}
     info = open_blend(blend)
     before = _all_poses()
+    before_basis = {o.name: matrix_to_list(o.matrix_basis) for o in bpy.data.objects}
     missing = sorted(set(poses) - set(before))
     if missing:
         raise GroupInputError(f"objects to merge are not in the scene: {missing}", file=blend)
@@ -314,8 +392,10 @@ def scene_merge(job: Mapping) -> dict:
     save_blend(out)
     open_blend(out)
     after = _all_poses()
+    after_basis = {o.name: matrix_to_list(o.matrix_basis) for o in bpy.data.objects}
     return {"op": "scene_merge", "blend": blend, "out_blend": out, "before": before,
-            "after": after, "parents": parents, **_version_info(info),
+            "after": after, "before_basis": before_basis, "after_basis": after_basis,
+            "parents": parents, "unit_scale": _unit_scale(), **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
 
 

@@ -7,7 +7,12 @@ the agent adapter's). A separate range so a farm can tell scene-level outcomes a
 21    the run finished but at least one group is in ``islands_failed`` (every other
       output, the merged scene included, was still written)
 22    integrity: the input scene changed during the run, or the merged scene read back
-      from disk does not hold the poses that were written
+      from disk does not hold the poses that were written (the earlier merged scene, or
+      none, is left in place)
+23    refused up front: a group's furniture unit cannot be refined as it is (keyframed,
+      driven or constrained transform, a parent with non-uniform scale or shear, linked
+      from a library, excluded from the view layer, tilted, no geometry); the message names
+      the member, the object, the cause and the fix, and nothing was written
 ====  ==========================================================================
 """
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ..errors import GroupInputError, IslandError
 EXIT_RELATION_GRAPH = 20
 EXIT_GROUPS_FAILED = 21
 EXIT_INTEGRITY = 22
+EXIT_REFUSED = 23
 
 
 class RelationGraphError(GroupInputError):
@@ -25,3 +31,9 @@ class RelationGraphError(GroupInputError):
 
 class IntegrityError(IslandError):
     exit_code = EXIT_INTEGRITY
+
+
+class SceneRefusedError(GroupInputError):
+    """A unit of the relation graph cannot be refined as the scene holds it (exit 23)."""
+
+    exit_code = EXIT_REFUSED

@@ -9,7 +9,11 @@ graph is measured, flagged or not.
 Scene level: ``facing_error_mean_deg`` / ``facing_error_max_deg`` over every member with a
 facing error, ``clearance_violations`` and ``penetration_pairs`` summed,
 ``spacing_max_deviation_m`` and ``ring_gap_cv`` the worst group, ``pass_rate`` = passing
-review items / all review items, ``violation_score`` summed, ``groups_all_pass`` counted.
+review items / all review items, ``violation_score`` summed, ``groups_all_pass`` counted,
+and each group's ``verdict``: ``fail`` if a review fails, ``uncertain`` if none fails but one
+could not be measured (a front not found, a pattern that cannot be checked; ``not_measured``
+names the member and what would resolve it), ``pass`` only when every review was measured
+and passed (``groups_pass`` / ``groups_fail`` / ``groups_uncertain``).
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ def _read(path, what: str) -> dict[str, Any]:
 def _figures(geometry: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str, Any]:
     return {**geometry_summary(geometry), "pass_rate": review["summary"]["pass_rate"],
             "reviews": {k: review["summary"][k] for k in ("pass", "fail", "uncertain", "total")},
+            "verdict": review["summary"]["verdict"],
+            "not_measured": review["summary"]["not_measured"],
             "violation_score": review["violation_score"]}
 
 
@@ -60,12 +66,19 @@ def _scene_level(groups: list[tuple[dict, dict, dict]]) -> dict[str, Any]:
         "reviews": {"pass": passed, "total": total},
         "violation_score": round(sum(f["violation_score"] for _, _, f in groups), 6),
         "groups_all_pass": sum(1 for _, r, _ in groups if r["summary"]["all_pass"]),
+        # a group counts as passing only when every review was measured and passed
+        "groups_pass": sum(1 for _, r, _ in groups if r["summary"]["verdict"] == "pass"),
+        "groups_fail": sum(1 for _, r, _ in groups if r["summary"]["verdict"] == "fail"),
+        "groups_uncertain": sum(1 for _, r, _ in groups
+                                if r["summary"]["verdict"] == "uncertain"),
     }
 
 
 def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, Any]
                   ) -> dict[str, Any]:
-    objects = _read(paths.scene_objects, "scene_objects.json")["objects"]
+    scene_doc = _read(paths.scene_objects, "scene_objects.json")
+    objects = scene_doc["objects"]
+    unit_scale = float(scene_doc.get("unit_scale") or 1.0)
     merged = _read(paths.merge_report, "merge_back.json")
     validated = _read(paths.island_groups, "island_groups.json")["groups"]
     meshes, _ = meshcache.load(paths.scene_meshes)
@@ -91,7 +104,7 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
         resolved = {u["id"]: u["resolution"] for u in gstate.get("unknowns", [])
                     if u.get("status") == "resolved"}
         world_before = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in g.objects}
-        m_inv = frames.rigid_inverse(world_before[g.anchor])
+        _, m_inv = frames.canonical_frame(world_before[g.anchor], unit_scale)
         entry: dict[str, Any] = {
             "needs_island": g.id in flagged,
             "status": ("failed" if g.id in failed else

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import atomic, frames, meshcache
 from ..config import Settings
-from ..errors import EXIT_INTERNAL, IslandError, UsageError
+from ..errors import EXIT_INTERNAL, IslandError, UsageError, refusal_line
 from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
 from ..iteration import REFINER_DIR, RunJob, sha256_file
@@ -45,7 +45,7 @@ from ..schemas import load_metadata, load_target_spec, parse_target_spec
 from . import batch as batching
 from . import contract, verify
 from .batch import BatchRun
-from .errors import EXIT_GROUPS_FAILED, IntegrityError, RelationGraphError
+from .errors import EXIT_GROUPS_FAILED, IntegrityError, RelationGraphError, SceneRefusedError
 from .ledger import BufferedLedger, Ledger, utc_now
 from .metrics import build_metrics
 from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
@@ -65,7 +65,6 @@ Progress = Callable[[str], None]
 SCENE_BLEND = "blend/stage3-sub-planned.blend"
 OUTPUT_BLEND = "blend/stage3-scene.blend"
 RELATION_GRAPH = "inputs/relation_graph.json"
-READBACK_TOL = 1e-5          # float32 storage of matrices in a .blend
 UNTOUCHED_TOL = 1e-9         # objects outside the groups: bit-for-bit the same floats
 CHECKABLE_PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T")
 
@@ -308,18 +307,27 @@ class ScenePipeline:
                                "export_meshes": str(tmp / "scene_meshes.npz")})
         objects = result["objects"]
         graph.check_against_scene({n: o["type"] for n, o in objects.items()})
+        refused = result.get("refusals") or []
+        if refused:
+            raise SceneRefusedError(refusal_line(refused), file=graph.path,
+                                    field=graph.where(refused[0]["member"]))
+        unit_scale = float(result.get("unit_scale") or 1.0)
         meshes, _ = meshcache.load(tmp / "scene_meshes.npz")
         world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in graph.object_names}
         props = {n: objects[n]["props"] for n in graph.object_names}
         measured = {}
         for g in graph.groups:
-            measured[g.id] = measure_group(g, world, meshes, props, graph.path)
+            measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale)
         prep.measured = measured
         prep.scene_objects = {"blend": str(self.paths.scene_blend),
                               "scene_sha256": prep.scene_sha256,
                               "blender_version": result.get("blender_version"),
                               "file_version": result.get("file_version"),
                               "autoexec_fail": result.get("autoexec_fail"),
+                              "unit_scale": unit_scale,
+                              "scene": result.get("scene"),
+                              "view_layer": result.get("view_layer"),
+                              "units": result.get("units") or {},
                               "objects": objects}
         prep.validate_seconds = time.perf_counter() - t0
 
@@ -662,8 +670,10 @@ class ScenePipeline:
         t0 = time.perf_counter()
         graph = self.graph
         assert graph is not None
-        objects = read_object(p.scene_objects, UsageError, "scene_objects.json",
-                              "rerun validate")["objects"]
+        scene_doc = read_object(p.scene_objects, UsageError, "scene_objects.json",
+                                "rerun validate")
+        objects = scene_doc["objects"]
+        unit_scale = float(scene_doc.get("unit_scale") or 1.0)
         jobs, planned = [], {}
         for gid in todo:
             g = graph.group(gid)
@@ -672,9 +682,9 @@ class ScenePipeline:
             shutil.rmtree(stage, ignore_errors=True)
             stage.mkdir(parents=True)
             world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in g.objects}
-            m_anchor = frames.rigid(world[g.anchor])
-            m_inv = frames.rigid_inverse(world[g.anchor])
-            planned[gid] = (m_anchor, m_inv, {n: m_inv @ world[n] for n in g.objects})
+            m_anchor, m_inv = frames.canonical_frame(world[g.anchor], unit_scale)
+            planned[gid] = (m_anchor, m_inv, {n: m_inv @ world[n] for n in g.objects},
+                            unit_scale)
             jobs.append({"id": gid, "anchor_id": g.anchor, "members": list(g.objects),
                          "m_inv": frames.to_list(m_inv), "out_blend": str(stage / "island.blend"),
                          "masked_png": str(stage / "masked.png"),
@@ -691,20 +701,25 @@ class ScenePipeline:
         state.stage_finished("rebuild_islands", 0.0)
 
     def _commit_island(self, g: GroupSpec, planned: tuple, built: Mapping[str, Any]) -> None:
-        m_anchor, m_inv, canonical = planned
+        m_anchor, m_inv, canonical, unit_scale = planned
         gp = self.paths.group(g.id)
         stage = gp.root / ".rebuild.tmp"
         read_back = {n: frames.as_matrix(built["poses"][n]) for n in g.objects}
-        worst = max(_max_abs(read_back[n], canonical[n]) for n in g.objects)
-        if worst > READBACK_TOL:
-            raise IntegrityError(f"group '{g.id}': island poses read back differ from the "
-                                 f"planned canonical poses by {worst:.2e}",
-                                 file=str(stage / "island.blend"))
+        for n in g.objects:  # canonical poses are in metres
+            ratio, detail = frames.pose_mismatch(canonical[n], read_back[n])
+            if ratio > 1.0:
+                raise IntegrityError(f"group '{g.id}': the pose of '{n}' read back from the "
+                                     f"island differs from the planned canonical pose: "
+                                     f"{detail}", file=str(stage / "island.blend"))
         metadata = {"anchor_id": g.anchor, "M_anchor_4x4": frames.to_list(m_anchor),
                     "M_inv_4x4": frames.to_list(m_inv), "members": list(g.objects),
                     "canonical_poses": {n: frames.to_list(read_back[n]) for n in g.objects},
+                    "unit_scale": unit_scale,
+                    "units": built.get("units") or {},
                     "group_id": g.id, "source_scene": str(self.paths.scene_blend),
                     "source_scene_sha256": self.input_sha_before}
+        if g.relation_label:
+            metadata["relation_label"] = g.relation_label
         if g.forward_axis:
             metadata["forward_axis_overrides"] = dict(g.forward_axis)
         atomic.write_json(stage / "metadata.json", metadata)
@@ -877,12 +892,15 @@ class ScenePipeline:
                 break
         v = g["verification"]
         ledger.group_event(self.run_id, gid, "completed", GROUP_COMPLETED,
-                           f"accepted round {accepted}; {v['pass']}/{v['total']} reviews pass, "
-                           f"{v['fail']} fail, {v['uncertain']} uncertain")
+                           f"accepted round {accepted}; verdict {v['verdict']}: "
+                           f"{v['pass']}/{v['total']} reviews pass, {v['fail']} fail, "
+                           f"{v['uncertain']} uncertain")
         state.mark_completed(gid)
         state.trace(f"refine:{gid}:completed")
-        self.say(f"{gid}: completed (accepted round {accepted}, "
-                 f"{g['verification']['pass']}/{g['verification']['total']} reviews pass)")
+        self.say(f"{gid}: completed (accepted round {accepted}, verdict {v['verdict']}, "
+                 f"{v['pass']}/{v['total']} reviews pass)")
+        for line in v.get("not_measured") or []:
+            self.say(f"{gid}: UNCERTAIN {line}")
 
     def _score_gate(self, gid: str, k: int, accepted: int, record: dict[str, Any]) -> int:
         """Keep round k only if it lowers the violation score by >= min_delta."""
@@ -957,7 +975,8 @@ class ScenePipeline:
                "summary": review["summary"], "violation_score": review["violation_score"]}
         atomic.write_json(gp.verification, doc)
         g["verification"] = {k2: review["summary"][k2]
-                             for k2 in ("pass", "fail", "uncertain", "total", "pass_rate")}
+                             for k2 in ("pass", "fail", "uncertain", "total", "pass_rate",
+                                        "verdict", "not_measured")}
         known = {u["id"] for u in g["unknowns"]}
         for u in review["new_unknowns"]:
             if u["id"] not in known:
@@ -968,11 +987,18 @@ class ScenePipeline:
         return review
 
     def _route(self, gid: str, k: int, review: Mapping[str, Any]) -> str:
-        """Seed 000's branch after verify: unknowns first, then repair, else finalize."""
+        """Seed 000's branch after verify: unknowns first, then repair, else finalize.
+
+        An unknown is asked once per round until it is answered; one that nobody answered
+        (no override in the relation graph, no object property) stays open and the group
+        ends ``uncertain``, never ``pass``. Repair rounds are for failed reviews only: a
+        check that cannot be measured is not repaired by moving furniture."""
         ledger, last = self._ledger, k >= self.options.max_rounds
         summary = review["summary"]
-        if review["new_unknowns"]:
-            ids = ", ".join(u["id"] for u in review["new_unknowns"])
+        asked = {u["id"] for u in self._state.group(gid)["unknowns"] if u.get("attempts")}
+        fresh = [u for u in review["new_unknowns"] if u["id"] not in asked]
+        if fresh:
+            ids = ", ".join(u["id"] for u in fresh)
             if last:
                 ledger.decision(self.run_id, gid, k, "finalize",
                                 reason=f"max rounds reached with open unknowns: {ids}")
@@ -981,25 +1007,31 @@ class ScenePipeline:
                             reason=f"next round resolves {ids} first")
             self.say(f"{gid}: new unknowns {ids}: resolved before the next round")
             return "continue"
-        if not summary["all_pass"]:
-            bad = [i["id"] for i in review["review_results"] if i["verdict"] != "pass"]
+        if summary["fail"]:
+            bad = [i["id"] for i in review["review_results"] if i["verdict"] == "fail"]
             if last:
                 ledger.decision(self.run_id, gid, k, "finalize",
-                                reason=f"max rounds reached; not passing: {', '.join(bad)}")
+                                reason=f"max rounds reached; failing: {', '.join(bad)}")
                 return "stop"
             families = sorted({i["failure_family"] for i in review["review_results"]
-                               if i["verdict"] != "pass"})
+                               if i["verdict"] == "fail"})
             ledger.decision(self.run_id, gid, k, "repair",
-                            reason=f"{len(bad)} review(s) not passing ({', '.join(families)}): "
+                            reason=f"{len(bad)} review(s) failing ({', '.join(families)}): "
                                    f"{', '.join(bad[:8])}")
-            self.say(f"{gid}: {len(bad)} review(s) not passing: repair round {k + 1}")
+            self.say(f"{gid}: {len(bad)} review(s) failing: repair round {k + 1}")
             return "continue"
+        if summary["uncertain"]:
+            lines = "; ".join(summary.get("not_measured") or [])
+            ledger.decision(self.run_id, gid, k, "finalize",
+                            reason=f"uncertain: not measured: {lines}")
+            return "stop"
         ledger.decision(self.run_id, gid, k, "finalize", reason="all reviews pass")
         return "stop"
 
     def _resolve_unknowns(self, gid: str, open_unknowns: list[dict[str, Any]], k: int) -> None:
-        """Unknown first: fill each open unknown from the relation graph (read again: a person
-        may have answered it since) or record the documented default."""
+        """Unknown first: fill each open unknown from the relation graph, read again (a
+        person may have answered it since). No answer leaves it open (the group cannot pass
+        on it); there is no default that turns an unmeasured check into a pass."""
         t0 = time.perf_counter()
         gp = self.paths.group(gid)
         try:
@@ -1010,9 +1042,20 @@ class ScenePipeline:
         for u in open_unknowns:
             if u["kind"] == "forward_axis":
                 resolution = self._resolve_forward_axis(gp, fresh, u["target_id"])
+                ask = (f"groups[{fresh.index}].forward_axis.{u['target_id']} in "
+                       "relation_graph.json, or the object's custom property forward_axis")
             else:
                 resolution = self._resolve_pattern(gp, fresh)
+                ask = f"groups[{fresh.index}].relation.pattern in relation_graph.json"
+            u["attempts"] = int(u.get("attempts", 0)) + 1
+            if resolution is None:
+                u["unresolved"] = f"no answer yet: declare {ask}"
+                self._ledger.decision(self.run_id, gid, k, "unknown_open",
+                                      reason=f"{u['id']}: no answer; declare {ask}")
+                self.say(f"{gid}: {u['id']} stays open: declare {ask}")
+                continue
             u.update(status="resolved", resolution=resolution, resolved_round=k)
+            u.pop("unresolved", None)
             self._ledger.decision(self.run_id, gid, k, "resolve_unknown",
                                   reason=f"{u['id']}: {resolution['note']} "
                                          f"(source: {resolution['source']})")
@@ -1022,20 +1065,18 @@ class ScenePipeline:
         self._time("resolve_unknowns", time.perf_counter() - t0)
 
     def _resolve_forward_axis(self, gp: GroupPaths, fresh: GroupSpec, name: str
-                              ) -> dict[str, Any]:
+                              ) -> dict[str, Any] | None:
         value = fresh.forward_axis.get(name)
-        if value is not None:
-            source, note = "relation_graph", f"forward axis of '{name}' is {value!r} (override)"
-        else:
-            value, source = "symmetric", "default"
-            note = "symmetric: facing does not apply"
+        if value is None:
+            return None
         meta = read_object(gp.metadata, IntegrityError, "metadata.json", "rebuild the island")
         meta.setdefault("forward_axis_overrides", {})[name] = value
         atomic.write_json(gp.metadata, meta)
         write_forward_axes(gp)  # the loop reads the cached file: refresh it with the answer
-        return {"source": source, "value": value, "note": note, "at_utc": utc_now()}
+        return {"source": "relation_graph", "value": value,
+                "note": f"forward axis of '{name}' is {value!r} (override)", "at_utc": utc_now()}
 
-    def _resolve_pattern(self, gp: GroupPaths, fresh: GroupSpec) -> dict[str, Any]:
+    def _resolve_pattern(self, gp: GroupPaths, fresh: GroupSpec) -> dict[str, Any] | None:
         spec = read_object(gp.target_spec, IntegrityError, "target_spec.json", "rerun validate")
         hint = fresh.relation.get("pattern")
         if hint in CHECKABLE_PATTERNS and hint != spec.get("pattern"):
@@ -1044,9 +1085,7 @@ class ScenePipeline:
             atomic.write_json(gp.target_spec, new)
             return {"source": "relation_graph", "value": hint,
                     "note": f"pattern is '{hint}' (relation hint)", "at_utc": utc_now()}
-        return {"source": "default", "value": spec.get("pattern"),
-                "note": f"pattern '{spec.get('pattern')}' cannot be checked: the pattern "
-                        "review does not apply", "at_utc": utc_now()}
+        return None
 
     # ------------------------------------------------------------------ 5. merge_back
     def merge_back(self, group_ids: list[str] | None = None) -> dict[str, Any]:
@@ -1076,28 +1115,17 @@ class ScenePipeline:
                 owner[name] = gid
         self.say(f"merge_back: {len(targets)} member(s) of {len(groups)} group(s) -> "
                  f"{p.output_blend.relative_to(p.root)}")
-        result = self.run_job({"op": "scene_merge", "blend": str(p.scene_blend),
-                               "out_blend": str(p.output_blend), "poses": targets})
-        before, after, parents = result["before"], result["after"], result["parents"]
-        worst = max((_max_abs(after[n], m) for n, m in targets.items()), default=0.0)
-        if worst > READBACK_TOL:
-            raise IntegrityError(f"merged scene read back differs from the written poses by "
-                                 f"{worst:.2e} m", file=str(p.output_blend))
-
-        def moved_ancestor(name: str) -> bool:
-            while name in parents:
-                name = parents[name]
-                if name in targets:
-                    return True
-            return False
-
-        followers = sorted(n for n in before if n not in targets and moved_ancestor(n))
-        changed = sorted(n for n in before if n not in targets and n not in followers
-                         and _max_abs(after[n], before[n]) > UNTOUCHED_TOL)
-        if changed or set(after) != set(before):
-            raise IntegrityError(f"objects outside the groups changed in the merged scene: "
-                                 f"{changed[:8] or sorted(set(after) ^ set(before))[:8]}",
-                                 file=str(p.output_blend))
+        # Written beside the output and moved over it only after the read-back checks: a
+        # failed merge leaves the earlier merged scene (or none) where it was.
+        staged = p.output_blend.with_name(f".{p.output_blend.stem}.{os.getpid()}.tmp.blend")
+        try:
+            result = self.run_job({"op": "scene_merge", "blend": str(p.scene_blend),
+                                   "out_blend": str(staged), "poses": targets})
+            worst, followers = self._check_merged(result, targets, staged)
+            os.replace(staged, p.output_blend)
+        finally:
+            staged.unlink(missing_ok=True)
+        before, after = result["before"], result["after"]
         graph_names = set(self.graph.object_names) if self.graph else set()
         report = {"run_id": self.run_id, "groups": groups, "islands": fingerprint,
                   "assigned": owner, "max_abs_error": worst,
@@ -1106,12 +1134,58 @@ class ScenePipeline:
                   "input_sha256": sha256_file(p.scene_blend),
                   "output_sha256": sha256_file(p.output_blend),
                   "after_poses": {n: after[n] for n in sorted(graph_names) if n in after},
+                  "unit_scale": result.get("unit_scale"),
                   "blender_version": result.get("blender_version"), "at_utc": utc_now()}
         atomic.write_json(p.merge_report, report)
         self._time("merge_back", time.perf_counter() - t0)
         state.stage_finished("merge_back", 0.0)
         state.trace("merge_back")
         return report
+
+    def _check_merged(self, result: Mapping[str, Any], targets: Mapping[str, Any],
+                      staged: Path) -> tuple[float, list[str]]:
+        """The merged file as read back: every moved root where it was written (tolerance
+        scaled to the scene, ``frames.pose_mismatch``), every descendant of a moved root with
+        its local transform unchanged, every other object with its world matrix unchanged.
+        Raises IntegrityError naming the object; returns the worst location error in metres
+        and the descendants that followed their roots."""
+        p = self.paths
+        kept = ("the earlier blend/stage3-scene.blend is kept" if p.output_blend.is_file()
+                else "no blend/stage3-scene.blend was written")
+        before, after, parents = result["before"], result["after"], result["parents"]
+        unit_scale = float(result.get("unit_scale") or 1.0)
+        worst = 0.0
+        for name, pose in targets.items():
+            ratio, detail = frames.pose_mismatch(np.asarray(pose), np.asarray(after[name]),
+                                                 unit_scale)
+            worst = max(worst, _max_abs(np.asarray(pose)[:3, 3],
+                                        np.asarray(after[name])[:3, 3]) * unit_scale)
+            if ratio > 1.0:
+                raise IntegrityError(f"the merged scene read back puts '{name}' elsewhere than "
+                                     f"written: {detail}; {kept}", file=str(staged))
+
+        def moved_ancestor(name: str) -> bool:
+            while name in parents:
+                name = parents[name]
+                if name in targets:
+                    return True
+            return False
+
+        if set(after) != set(before):
+            raise IntegrityError(f"the merged scene has other objects than the input: "
+                                 f"{sorted(set(after) ^ set(before))[:8]}; {kept}",
+                                 file=str(staged))
+        followers = sorted(n for n in before if n not in targets and moved_ancestor(n))
+        moved_local = [n for n in followers if _max_abs(result["after_basis"][n],
+                                                        result["before_basis"][n])
+                       > UNTOUCHED_TOL]
+        changed = sorted(n for n in before if n not in targets and n not in followers
+                         and _max_abs(after[n], before[n]) > UNTOUCHED_TOL)
+        if moved_local or changed:
+            what = (f"parts of moved units changed their local transform: {moved_local[:8]}"
+                    if moved_local else f"objects outside the groups moved: {changed[:8]}")
+            raise IntegrityError(f"{what}; {kept}", file=str(staged))
+        return worst, followers
 
     # ------------------------------------------------------------------ 6. finalize + eval
     def finalize(self) -> None:
@@ -1150,8 +1224,13 @@ class ScenePipeline:
         state.stage_finished("eval", 0.0)
         state.trace("eval")
         scene = metrics["scene"]
+        after = scene["after"]
         self.say(f"eval: pass rate {scene['before']['pass_rate']:.2f} -> "
-                 f"{scene['after']['pass_rate']:.2f}, violation score "
+                 f"{after['pass_rate']:.2f}, violation score "
                  f"{scene['before']['violation_score']:.3f} -> "
-                 f"{scene['after']['violation_score']:.3f}")
+                 f"{after['violation_score']:.3f}; groups: {after['groups_pass']} pass, "
+                 f"{after['groups_fail']} fail, {after['groups_uncertain']} uncertain")
+        for gid, entry in metrics["groups"].items():
+            for line in entry["after"]["not_measured"]:
+                self.say(f"eval: {gid} UNCERTAIN {line}")
         return metrics

@@ -7,15 +7,19 @@ Schema (documented in ``docs/SCENE_PIPELINE.md``)::
        {"id": "dining",                      # safe directory name, unique
         "anchor": "dining_table",            # object name in the scene
         "members": ["dining_chair_1", ...],  # >= 1 object names, anchor excluded
-        "relation": {"pattern": "2+2+1+1", "clearance_m": 0.1},   # optional hints
+        "relation": {"pattern": "2+2+1+1", "clearance_m": 0.1},   # optional hints, or a
+                                             # plain label ("seated_around"), kept as a note
         "target_spec": {...},                # optional, the contract's full target_spec
         "forward_axis": {"dining_chair_1": "-Y"}}   # optional per-object overrides
      ]}
 
-Every check that needs only the document runs in :func:`parse_relation_graph`; the ones that
-need the scene's object list (unknown names, non-mesh objects) in :meth:`RelationGraph.check_
-against_scene`. Each failure is one :class:`RelationGraphError` (exit 9) whose message names
-the file, the field and the group.
+``anchor`` and ``members`` name furniture *unit roots* (``worker.units``): the object plus its
+whole subtree, so an importer's root, an Empty root or a collection instance is named, not
+its child meshes. Every check that needs only the document runs in
+:func:`parse_relation_graph`; unknown names in :meth:`RelationGraph.check_against_scene`;
+what a unit is made of, and whether it can be refined, the worker decides when it reads the
+scene (refusals, exit 23). Each failure is one :class:`RelationGraphError` (exit 20) whose
+message names the file, the field and the group.
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ class GroupSpec:
     target_spec: TargetSpec | None = None
     forward_axis: dict[str, Any] = field(default_factory=dict)
     index: int = 0
+    relation_label: str | None = None
 
     @property
     def objects(self) -> tuple[str, ...]:
@@ -84,10 +89,15 @@ class RelationGraph:
                 if name not in objects:
                     raise _err(where, f"group '{g.id}': object '{name}' is not in the scene",
                                self.path, "use an object name from the scene (exact spelling)")
-                if objects[name] != "MESH":
-                    raise _err(where, f"group '{g.id}': object '{name}' is a {objects[name]}, "
-                                      "not a mesh", self.path,
-                               "groups hold furniture meshes only")
+
+    def where(self, name: str) -> str:
+        """The relation-graph field that names object ``name``."""
+        for g in self.groups:
+            if name == g.anchor:
+                return f"groups[{g.index}].anchor"
+            if name in g.members:
+                return f"groups[{g.index}].members[{g.members.index(name)}]"
+        return "groups"
 
 
 def _err(field_: str, message: str, file: str, fix: str = FIX) -> RelationGraphError:
@@ -126,7 +136,8 @@ def _check_axis(value: Any) -> bool:
 
 def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
     if not isinstance(hints, dict):
-        raise _err(where, f"group '{gid}': must be an object of target_spec hints", file)
+        raise _err(where, f"group '{gid}': must be an object of target_spec hints or a "
+                          "label string", file)
     for key, value in hints.items():
         f = f"{where}.{key}"
         if key not in HINT_KEYS:
@@ -186,7 +197,14 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
             raise _err(f"{where}.members[{j}]", f"group '{gid}': member '{m}' is listed "
                                                 "twice", file)
         seen.add(m)
-    relation = _check_hints(doc.get("relation", {}), f"{where}.relation", gid, file)
+    raw_relation = doc.get("relation", {})
+    label = None
+    if isinstance(raw_relation, str):  # upstream graphs write a plain label: kept as a note
+        if not raw_relation.strip():
+            raise _err(f"{where}.relation", f"group '{gid}': an empty relation label", file,
+                       "give a label such as \"seated_around\", an object of hints, or omit it")
+        label, raw_relation = raw_relation.strip(), {}
+    relation = _check_hints(raw_relation, f"{where}.relation", gid, file)
     spec = None
     if "target_spec" in doc:
         raw = doc["target_spec"]
@@ -210,7 +228,7 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
             raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': {value!r} is not an "
                                                        "axis", file,
                        "use +X, -X, +Y, -Y, [x, y] or 'symmetric'")
-    return GroupSpec(gid, anchor, tuple(members), relation, spec, dict(axes), i)
+    return GroupSpec(gid, anchor, tuple(members), relation, spec, dict(axes), i, label)
 
 
 def structure_hash(groups: tuple[GroupSpec, ...]) -> str:

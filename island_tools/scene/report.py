@@ -92,13 +92,17 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
         def arrow(key: str, b=b, a=a) -> str:
             return f"{_cell(b[key])} -> {_cell(a[key])}"
 
-        group_rows.append((gid, g["status"], g["accepted_round"],
+        group_rows.append((gid, g["status"], arrow("verdict"), g["accepted_round"],
                            arrow("facing_error_max_deg"), arrow("clearance_violations"),
                            arrow("penetration_pairs"), arrow("pass_rate"),
                            arrow("violation_score")))
     out += ["", "GROUPS (before -> after)",
-            table(("group", "status", "accepted", "facing max", "clear. viol.", "penetr.",
-                   "pass rate", "score"), group_rows)]
+            table(("group", "status", "verdict", "accepted", "facing max", "clear. viol.",
+                   "penetr.", "pass rate", "score"), group_rows)]
+    unmeasured = [f"  {gid}: {line}" for gid, g in metrics["groups"].items()
+                  for line in g["after"].get("not_measured") or []]
+    if unmeasured:
+        out += ["", "NOT MEASURED (these groups are uncertain, not passing)", *unmeasured]
     seconds = metrics.get("stage_seconds_total") or {}
     if seconds:
         out += ["", "WALL TIME PER STAGE (s, all runs)",

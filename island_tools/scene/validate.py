@@ -43,7 +43,6 @@ from .verify import findings, geometry_summary, review_group
 DEFAULT_CLEARANCE_M = 0.10
 LONG_TABLE_MIN_RATIO = 1.5
 ROW_MAX_MEMBERS = 3
-UPRIGHT_TOL = 1e-6
 
 
 @dataclass
@@ -60,7 +59,7 @@ class Measured:
     geometry: dict[str, Any]
     review: dict[str, Any]
     overrides: dict[str, Any]
-    upright: bool
+    unit_scale: float
 
     @property
     def needs_island(self) -> bool:
@@ -70,12 +69,13 @@ class Measured:
         anchor_yaw = frames.yaw_deg(self.m_anchor)
         return {
             "id": self.spec.id, "anchor": self.spec.anchor, "members": list(self.spec.members),
+            "relation_label": self.spec.relation_label,
             "needs_island": self.needs_island,
             "target_spec": self.target_spec.to_dict(),
             "target_spec_source": self.target_spec_source,
             "forward_axis_overrides": self.overrides,
             "anchor_world_yaw_deg": round(anchor_yaw, 6) + 0.0,
-            "anchor_upright": self.upright,
+            "unit_scale": self.unit_scale,
             "violation_score": self.review["violation_score"],
             "summary": geometry_summary(self.geometry),
             "review_counts": {k: self.review["summary"][k]
@@ -126,11 +126,13 @@ def _provisional_spec(k: int) -> dict[str, Any]:
 
 def measure_group(group: GroupSpec, world: Mapping[str, np.ndarray],
                   meshes: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                  props: Mapping[str, Mapping[str, Any]], graph_file: str) -> Measured:
-    """Canonical poses, target spec, forward axes, geometry and review of one group."""
-    m_anchor = frames.rigid(world[group.anchor])
-    m_inv = frames.rigid_inverse(world[group.anchor])
-    upright = bool(np.allclose(m_anchor[:3, 2], [0.0, 0.0, 1.0], atol=UPRIGHT_TOL))
+                  props: Mapping[str, Mapping[str, Any]], graph_file: str,
+                  unit_scale: float = 1.0) -> Measured:
+    """Canonical poses (metres), target spec, forward axes, geometry and review of one group.
+
+    Units are upright here: the worker refuses a tilted unit root before anything is
+    measured (``worker.units``)."""
+    m_anchor, m_inv = frames.canonical_frame(world[group.anchor], unit_scale)
     canonical = {n: m_inv @ world[n] for n in group.objects}
     group_meshes = {n: meshes[n] for n in group.objects}
     overrides = {n: p["forward_axis"] for n, p in props.items()
@@ -151,4 +153,4 @@ def measure_group(group: GroupSpec, world: Mapping[str, np.ndarray],
     geometry = context.compute(canonical, spec.to_dict(), 0)
     review = review_group(group.id, geometry, spec.to_dict(), axes, group.members)
     return Measured(group, m_anchor, m_inv, canonical, spec, source, axes, geometry, review,
-                    overrides, upright)
+                    overrides, unit_scale)

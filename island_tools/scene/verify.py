@@ -7,7 +7,8 @@ Two passes, objects first:
 
 * ``object_<member>``: present, forward axis known, not penetrating anything;
 * ``facing_<member>``, ``clearance_<member>``: blocked (uncertain, ``blocked_by`` =
-  ``object_<member>``) unless that object review passed;
+  ``object_<member>``) unless that object review passed; an object review that is only
+  uncertain (its front undetermined) blocks facing, not clearance (hull to hull);
 * ``pattern``, ``spacing``: group constraints, blocked by the object reviews of absent members
   (they only need positions).
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..geometry import CLEARANCE_VIOLATION_TOL_M
+from ..geometry import CLEARANCE_VIOLATION_TOL_M, front_status
 
 FACING_TOL_DEG = 10.0
 CLEARANCE_TOL_M = CLEARANCE_VIOLATION_TOL_M       # closer than target by more: fail
@@ -122,13 +123,18 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
             object_verdict[name] = "fail"
             continue
         uid = unknown_id("forward_axis", name)
-        front_unknown = (axis.get("axis_local") is None and axis.get("method") != "override"
-                         and facing_rule != "mixed" and uid not in resolved)
-        if front_unknown:
-            items.append(_item(oid, "uncertain", f"the front of '{name}' cannot be told from "
-                                                 "its mesh and no override declares it",
-                               "object", name, gid, FAMILIES["facing"], confidence=0.5,
-                               evidence=evidence))
+        status = front_status(axis)
+        evidence["front_status"] = status
+        if status == "undetermined" and facing_rule != "mixed" and uid not in resolved:
+            items.append(_item(oid, "uncertain", f"the front of '{name}' could not be "
+                                                 "determined from its mesh (detection "
+                                                 f"confidence {axis.get('confidence')}) and no "
+                                                 "override declares it: facing is not "
+                                                 "measured; declare it with relation_graph"
+                                                 f".json groups[].forward_axis.{name} or the "
+                                                 "object's custom property forward_axis",
+                               "object", name, gid,
+                               FAMILIES["facing"], confidence=0.5, evidence=evidence))
             unknowns.append({
                 "id": uid, "kind": "forward_axis", "owner_id": gid, "owner_kind": "group",
                 "target_id": name, "review_id": oid, "status": "open",
@@ -136,14 +142,18 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
                             f"Mesh detection: {axis.get('method')} "
                             f"(confidence {axis.get('confidence')}). Answer with "
                             f"relation_graph.json groups[].forward_axis.{name} "
-                            "(+X, -X, +Y, -Y, [x, y] or \"symmetric\")."})
+                            "(+X, -X, +Y, -Y, [x, y] or \"symmetric\"), or the object's "
+                            "custom property forward_axis."})
             object_verdict[name] = "uncertain"
             continue
         if uid in resolved:
             evidence["forward_axis_resolution"] = resolved[uid]
-        items.append(_item(oid, "pass", f"'{name}' is present, its front is "
-                                        f"{'known' if axis.get('axis_local') else 'declared n/a'}"
-                                        ", it penetrates nothing", "object", name, gid,
+        front = {"front": "found", "symmetric": "measured symmetric (facing does not apply)",
+                 "undetermined": "not needed (facing is 'mixed')"}[status]
+        if axis.get("method") == "override":
+            front = "declared" + (" symmetric" if status == "symmetric" else "")
+        items.append(_item(oid, "pass", f"'{name}' is present, its front is {front}, it "
+                                        "penetrates nothing", "object", name, gid,
                            evidence=evidence))
         object_verdict[name] = "pass"
 
@@ -152,7 +162,10 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
         oid = f"object_{name}"
         for check in ("facing", "clearance"):
             cid = f"{check}_{name}"
-            if object_verdict.get(name) != "pass" or m is None:
+            # clearance is hull to hull: an undetermined front blocks facing only
+            measurable = object_verdict.get(name) == "pass" or (
+                check == "clearance" and object_verdict.get(name) == "uncertain")
+            if not measurable or m is None:
                 items.append(_item(cid, "uncertain", f"blocked: the object review of '{name}' "
                                                      f"did not pass ({object_verdict[name]})",
                                    "constraint", name, gid, FAMILIES[check], oid, 0.5))
@@ -187,8 +200,29 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
     return {"group_id": gid, "review_results": items, "new_unknowns": unknowns,
             "summary": {**counts, "total": len(items),
                         "pass_rate": round(counts["pass"] / len(items), 6) if items else 1.0,
-                        "all_pass": counts["pass"] == len(items)},
+                        "all_pass": counts["pass"] == len(items),
+                        "verdict": group_verdict(counts),
+                        "not_measured": not_measured(items)},
             "violation_score": violation_score(geometry, target_spec)}
+
+
+def group_verdict(counts: Mapping[str, int]) -> str:
+    """``fail`` if any review fails, else ``uncertain`` if any could not be measured, else
+    ``pass``: a group is never a pass on a check that was not measured."""
+    if counts.get("fail"):
+        return "fail"
+    return "uncertain" if counts.get("uncertain") else "pass"
+
+
+def not_measured(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per uncertain review that blocks others or stands alone: what was not
+    measured, naming the member, and what would resolve it."""
+    out = []
+    for i in items:
+        if i["verdict"] != "uncertain" or i["blocked_by"]:
+            continue
+        out.append(f"{i['target_id']}: {i['reason']}")
+    return out
 
 
 def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str
@@ -257,7 +291,9 @@ def _pattern_item(gid: str, group: Mapping[str, Any], spec: Mapping[str, Any],
                      "constraint", gid, gid, evidence={**ev, "applicable": False,
                                                        "resolution": dict(resolution)})
     return _item("pattern", "uncertain", f"pattern '{spec.get('pattern')}' cannot be checked: "
-                                         f"{pattern.get('note')}", "constraint", gid, gid,
+                                         f"{pattern.get('note')}; declare a checkable pattern "
+                                         "with relation_graph.json groups[].relation.pattern",
+                 "constraint", gid, gid,
                  FAMILIES["pattern"], confidence=0.5, evidence=ev)
 
 

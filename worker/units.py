@@ -1,0 +1,391 @@
+"""Furniture units (bpy; Blender 3.4 .. 5.x): a listed object plus its whole subtree.
+
+Scenes hold furniture the way importers and asset libraries lay it out: a glTF/FBX root with
+child meshes (a bed with its mattress and pillows, an office chair whose seat is a child of
+its five-star base), an Empty root, a collection instance (nested ones included), modifiers.
+A relation group names *unit roots*; everything that measures or shows a member works on
+its unit.
+
+Unit of a root R
+    R and every descendant of R at any depth, except descendants that are themselves unit
+    roots (a coffee table parented to its sofa is its own unit), plus whatever those objects
+    instance (collection instances at any nesting depth, geometry-nodes instances).
+
+Geometry of a unit (``unit_geometry``)
+    The evaluated depsgraph's object instances (modifiers, shape keys, geometry nodes and
+    instancing evaluated), each attributed to the unit of the object that is (or instances)
+    it; vertices carried into R's local frame (``R.matrix_world^-1 @ instance world``) and
+    concatenated, triangles from ``calc_loop_triangles``. Objects whose ``hide_render`` is
+    set are left out (helpers, collision proxies: they are not part of what renders);
+    objects hidden only in the viewport (eye or monitor icon) are revealed for the
+    evaluation and measured like visible ones, and the file keeps its hide flags. Identical
+    instanced sources (six chairs instancing one collection) are evaluated once per call.
+
+Refusals (``refusals``), checked before anything is written, each naming the object, the
+cause and the fix: not in the view layer (an excluded collection), hidden by a collection,
+linked from a library, keyframed/driven transforms or rigid-body physics on the root or an
+ancestor, a constraint on the root or an ancestor, a constraint or modifier of a part that
+depends on an object outside the unit, a parent with non-uniform scale or shear (the root's
+world matrix after a yaw could not be stored), a parent of bone/vertex type, a tilted or
+degenerate root, a unit with no geometry.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+TRANSFORM_PATHS = ("location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle",
+                   "scale", "delta_location", "delta_rotation_euler",
+                   "delta_rotation_quaternion", "delta_scale", "matrix_world", "matrix_basis",
+                   "matrix_local", "matrix_parent_inverse", "parent")
+NO_GEOMETRY_TYPES = {"EMPTY", "CAMERA", "LIGHT", "LIGHT_PROBE", "LIGHTPROBE", "SPEAKER",
+                     "ARMATURE", "LATTICE"}
+UPRIGHT_TOL = 1e-4          # |sin| of the angle between a root's local Z and world up
+SIMILARITY_TOL = 1e-5       # relative spread of a parent frame's singular values
+
+
+@dataclass
+class UnitGeometry:
+    """One unit's evaluated triangles in its root's local frame."""
+
+    vertices: np.ndarray            # (n, 3) float64
+    triangles: np.ndarray           # (m, 3) int32
+    parts: list[dict] = field(default_factory=list)  # {"object", "instance_of", "triangles"}
+
+
+def _children_map() -> dict[str, list]:
+    out: dict[str, list] = {}
+    for obj in bpy.data.objects:
+        if obj.parent is not None:
+            out.setdefault(obj.parent.name, []).append(obj)
+    return out
+
+
+def unit_objects(roots: Sequence[str]) -> dict[str, list]:
+    """{root: [root object, descendants...]} (descendants that are roots stay their own)."""
+    objs = bpy.data.objects
+    root_set = set(roots)
+    children = _children_map()
+    out: dict[str, list] = {}
+    for name in dict.fromkeys(roots):
+        root = objs.get(name)
+        if root is None:
+            continue
+        found, todo = [root], list(children.get(name, []))
+        while todo:
+            obj = todo.pop()
+            if obj.name in root_set:
+                continue
+            found.append(obj)
+            todo.extend(children.get(obj.name, []))
+        out[name] = found
+    return out
+
+
+def instanced_collections(objs: Iterable) -> list:
+    """Collections instanced by ``objs``, nested instances and child collections included."""
+    seen: dict[str, object] = {}
+    todo = [o.instance_collection for o in objs
+            if o.instance_type == "COLLECTION" and o.instance_collection is not None]
+    while todo:
+        coll = todo.pop()
+        if coll.name_full in seen:
+            continue
+        seen[coll.name_full] = coll
+        todo.extend(coll.children)
+        todo.extend(o.instance_collection for o in coll.objects
+                    if o.instance_type == "COLLECTION" and o.instance_collection is not None)
+    return list(seen.values())
+
+
+def ancestors(obj) -> list:
+    out = []
+    while obj.parent is not None:
+        obj = obj.parent
+        out.append(obj)
+    return out
+
+
+def _np(m) -> np.ndarray:
+    return np.array([[float(v) for v in row] for row in m], dtype=float)
+
+
+# --------------------------------------------------------------------------- refusals
+def _action_paths(action) -> list[str]:
+    """Animated data paths of an action: legacy fcurves (< 4.4) or layered channel bags."""
+    paths: list[str] = []
+    with contextlib.suppress(AttributeError, TypeError):
+        paths += [fc.data_path for fc in action.fcurves]
+    for layer in getattr(action, "layers", ()):
+        for strip in getattr(layer, "strips", ()):
+            for bag in getattr(strip, "channelbags", ()):
+                paths += [fc.data_path for fc in bag.fcurves]
+    return paths
+
+
+def _transform_animation(obj) -> str | None:
+    anim = obj.animation_data
+    if anim is None:
+        return None
+    actions = [anim.action] if anim.action is not None else []
+    for track in anim.nla_tracks:
+        if not track.mute:
+            actions += [s.action for s in track.strips if s.action is not None and not s.mute]
+    for action in actions:
+        paths = [p for p in _action_paths(action) if p.split("[")[0] in TRANSFORM_PATHS]
+        if paths:
+            return f"keyframed transform ({paths[0]}, action '{action.name}')"
+    for drv in anim.drivers:
+        if drv.data_path.split("[")[0] in TRANSFORM_PATHS and not drv.mute:
+            return f"driven transform ({drv.data_path})"
+    return None
+
+
+def _active_constraints(obj) -> list:
+    return [c for c in obj.constraints if not c.mute and c.influence > 0.0]
+
+
+def _targets(con) -> list:
+    out = []
+    target = getattr(con, "target", None)
+    if target is not None:
+        out.append(target)
+    for t in getattr(con, "targets", ()):  # armature constraint
+        if getattr(t, "target", None) is not None:
+            out.append(t.target)
+    return out
+
+
+def _modifier_objects(mod) -> list:
+    out = []
+    for prop in mod.bl_rna.properties:
+        if prop.type == "POINTER" and getattr(prop, "fixed_type", None) is not None \
+                and prop.fixed_type.identifier == "Object":
+            value = getattr(mod, prop.identifier, None)
+            if value is not None:
+                out.append(value)
+    return out
+
+
+def _parent_frame_problem(root) -> str | None:
+    parent = root.parent
+    if parent is None:
+        return None
+    if root.parent_type != "OBJECT":
+        return f"is parented to a {root.parent_type.lower()} of '{parent.name}'"
+    frame = _np(parent.matrix_world) @ _np(root.matrix_parent_inverse)
+    sv = np.linalg.svd(frame[:3, :3], compute_uv=False)
+    if sv.min() <= 0 or not np.all(np.isfinite(sv)):
+        return f"has a degenerate parent frame (parent '{parent.name}' has zero scale)"
+    if (sv.max() - sv.min()) / sv.max() > SIMILARITY_TOL:
+        scale = [round(float(s), 4) for s in np.linalg.norm(_np(parent.matrix_world)[:3, :3],
+                                                             axis=0)]
+        return (f"has a parent frame with non-uniform scale or shear (parent '{parent.name}', "
+                f"scale {scale}): a yawed pose could not be stored in its local transform")
+    return None
+
+
+def _tilt_problem(root) -> str | None:
+    linear = _np(root.matrix_world)[:3, :3]
+    norms = np.linalg.norm(linear, axis=0)
+    if norms.min() <= 1e-12 or abs(np.linalg.det(linear)) <= 1e-18:
+        return "has a degenerate world matrix (zero scale)"
+    z_axis = linear[:, 2] / norms[2]
+    xy_z = np.abs(linear[2, :2] / norms[:2])
+    tilt = max(math.hypot(z_axis[0], z_axis[1]), float(xy_z.max()))
+    if tilt > UPRIGHT_TOL:
+        deg = math.degrees(math.asin(min(1.0, tilt)))
+        return f"is tilted {deg:.2f} deg from upright (its local Z is not the world's up)"
+    return None
+
+
+def refusals(roots: Sequence[str], view_layer=None) -> list[dict]:
+    """Why each unit cannot be refined as it is: ``[{"member", "object", "cause", "fix"}]``."""
+    layer = view_layer or bpy.context.view_layer
+    layer.update()  # objects linked since the last update are not in layer.objects before
+    in_layer = {o.name for o in layer.objects}
+    out: list[dict] = []
+
+    def refuse(member: str, obj, cause: str, fix: str) -> None:
+        out.append({"member": member, "object": obj.name, "cause": cause, "fix": fix})
+
+    units = unit_objects(roots)
+    for member, objs in units.items():
+        root = objs[0]
+        names = {o.name for o in objs}
+        if root.library is not None:
+            refuse(member, root, f"is linked from library '{root.library.filepath}' and "
+                                 "cannot be moved", "make it local (Object > Relations > "
+                                                    "Make Local) or use a library override")
+        for obj in objs:
+            if obj.name not in in_layer:
+                refuse(member, obj, f"is not in view layer '{layer.name}' (its collection "
+                                    "is excluded), so it cannot be evaluated",
+                       "tick the collection's checkbox in the outliner")
+        for obj in [root, *ancestors(root)]:
+            who = "" if obj is root else f"its parent '{obj.name}' "
+            anim = _transform_animation(obj)
+            if anim:
+                refuse(member, obj, f"{who}has a {anim}; a refined pose would be overwritten "
+                                    "on the next frame change",
+                       "remove the animation or bake it and clear the keys (Object > "
+                       "Animation > Clear Keyframes)")
+            if getattr(obj, "rigid_body", None) is not None:
+                refuse(member, obj, f"{who}has rigid-body physics, which moves it",
+                       "apply the simulation (Object > Rigid Body > Apply Transformation) "
+                       "and remove the rigid body")
+            cons = _active_constraints(obj)
+            if cons:
+                refuse(member, obj, f"{who}has constraint '{cons[0].name}' ({cons[0].type}) "
+                                    "that moves it",
+                       "apply the visual transform and remove the constraint "
+                       "(Object > Constraint > Clear Object Constraints)")
+        for obj in objs[1:]:
+            for con in _active_constraints(obj):
+                outside = [t.name for t in _targets(con) if t.name not in names]
+                if outside:
+                    refuse(member, obj, f"part '{obj.name}' has constraint '{con.name}' "
+                                        f"targeting '{outside[0]}' outside the unit",
+                           "remove the constraint or parent the target into the unit")
+        for obj in objs:
+            for mod in getattr(obj, "modifiers", ()):
+                if not mod.show_viewport and not mod.show_render:
+                    continue
+                outside = [t.name for t in _modifier_objects(mod) if t.name not in names]
+                if outside:
+                    refuse(member, obj, f"modifier '{mod.name}' of '{obj.name}' depends on "
+                                        f"'{outside[0]}' outside the unit, so moving the unit "
+                                        "would change its shape",
+                           "apply the modifier, or parent that object into the unit")
+        problem = _parent_frame_problem(root) or _tilt_problem(root)
+        if problem:
+            refuse(member, root, problem, "apply the parent's scale/rotation (Ctrl-A), or "
+                                          "unparent keeping the transform (Alt-P)")
+    return out
+
+
+# --------------------------------------------------------------------------- geometry
+@contextlib.contextmanager
+def revealed(objs: Iterable) -> Iterator[None]:
+    """Viewport-hidden objects shown for an evaluation; their flags restored afterwards."""
+    saved = []
+    for obj in objs:
+        hidden = bool(obj.hide_get()) if obj.name in bpy.context.view_layer.objects else False
+        if obj.hide_viewport or hidden:
+            saved.append((obj, obj.hide_viewport, hidden))
+            obj.hide_viewport = False
+            if hidden:
+                obj.hide_set(False)
+    try:
+        yield
+    finally:
+        for obj, hide_viewport, hidden in saved:
+            obj.hide_viewport = hide_viewport
+            if hidden:
+                obj.hide_set(True)
+
+
+def _mesh_arrays(obj_eval) -> tuple[np.ndarray, np.ndarray]:
+    mesh = obj_eval.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        verts = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+        mesh.vertices.foreach_get("co", verts)
+        tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
+        mesh.loop_triangles.foreach_get("vertices", tris)
+    finally:
+        obj_eval.to_mesh_clear()
+    return verts.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
+
+
+def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
+    """Evaluated geometry of each unit in its root's local frame (module docstring)."""
+    units = unit_objects(roots)
+    owner = {o.name: root for root, objs in units.items() for o in objs}
+    everything = [o for objs in units.values() for o in objs]
+    chunks: dict[str, list] = {root: [] for root in units}
+    with revealed(everything):
+        layer = bpy.context.view_layer
+        layer.update()
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        to_root = {root: np.linalg.inv(_np(objs[0].evaluated_get(depsgraph).matrix_world))
+                   for root, objs in units.items()}
+        cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for inst in depsgraph.object_instances:
+            ob = inst.object
+            if inst.is_instance:
+                top = inst.parent.original
+                if top.name not in owner:
+                    continue
+                source = ob.original
+                # collection instances: the source object's evaluated geometry is the same for
+                # every instance; geometry-nodes instances (source == instancer) are not cached
+                key = None if source.name == top.name else f"{source.name_full}"
+            else:
+                top = ob.original
+                if top.name not in owner:
+                    continue
+                source, key = top, None
+            if ob.type in NO_GEOMETRY_TYPES or source.hide_render:
+                continue
+            if key is not None and key in cache:
+                verts, tris = cache[key]
+            else:
+                verts, tris = _mesh_arrays(ob)
+                if key is not None:
+                    cache[key] = (verts, tris)
+            if not len(tris):
+                continue
+            root = owner[top.name]
+            m = to_root[root] @ _np(inst.matrix_world)
+            chunks[root].append((verts @ m[:3, :3].T + m[:3, 3], tris,
+                                 {"object": top.name,
+                                  "instance_of": source.name if inst.is_instance else None,
+                                  "triangles": int(len(tris))}))
+    out = {}
+    for root, parts in chunks.items():
+        if parts:
+            offsets = np.cumsum([0] + [len(v) for v, _, _ in parts[:-1]])
+            verts = np.concatenate([v for v, _, _ in parts])
+            tris = np.concatenate([t + o for (_, t, _), o in zip(parts, offsets)]).astype(
+                np.int32)
+        else:
+            verts, tris = np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int32)
+        out[root] = UnitGeometry(verts, tris, [p for _, _, p in parts])
+    return out
+
+
+def geometry_refusals(geometry: Mapping[str, UnitGeometry]) -> list[dict]:
+    """Units without a single triangle (an Empty with nothing under it, only helpers)."""
+    objs = bpy.data.objects
+    return [{"member": root, "object": root,
+             "cause": f"has no geometry: its unit ({objs[root].type.lower()} and "
+                      f"{max(0, len(unit_objects([root])[root]) - 1)} descendant(s)) has no "
+                      "rendered triangles",
+             "fix": "name the furniture's root object (the one whose children are its meshes), "
+                    "or un-hide its meshes for rendering"}
+            for root, g in geometry.items() if not len(g.triangles)]
+
+
+# --------------------------------------------------------------------------- proxies
+def proxy_mesh(name: str, vertices: np.ndarray, triangles: np.ndarray):
+    """A plain mesh datablock from arrays (``foreach_set``: fast on 200k triangles)."""
+    verts = np.ascontiguousarray(vertices, dtype=np.float32).reshape(-1)
+    tris = np.ascontiguousarray(triangles, dtype=np.int32).reshape(-1)
+    n_tri = len(tris) // 3
+    mesh = bpy.data.meshes.new(name)
+    mesh.vertices.add(len(verts) // 3)
+    mesh.vertices.foreach_set("co", verts)
+    mesh.loops.add(len(tris))
+    mesh.loops.foreach_set("vertex_index", tris)
+    mesh.polygons.add(n_tri)
+    mesh.polygons.foreach_set("loop_start", np.arange(0, len(tris), 3, dtype=np.int32))
+    with contextlib.suppress(AttributeError, TypeError, RuntimeError):  # read-only from 4.0
+        mesh.polygons.foreach_set("loop_total", np.full(n_tri, 3, dtype=np.int32))
+    mesh.update(calc_edges=True)
+    return mesh
