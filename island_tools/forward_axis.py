@@ -34,18 +34,17 @@ from typing import Any, Literal
 import numpy as np
 
 from .errors import GeometryError
-from .geometry import (
-    Rect,
-    convex_hull_2d,
-    front_status,
-    min_area_rects,
-    polygon_area,
-)
+from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area
 
 METHOD = "footprint_rect_depth"
 RES = 48
 TALL_FRACTION = 0.75
-SYMMETRY_MARGIN = 0.15
+UPPER_FRACTION = 0.4
+MAX_TIED_RECTS = 8
+FLUSH_DEPTH = 0.01       # a ray that stops within 1 % of the depth hits the bounding plane
+BACK_WEIGHT = 0.25
+FRONT_MARGIN = 0.12      # the best side must win by this much to be the front
+SYMMETRIC_MARGIN = 0.02  # ... and by no more than this for the object to be symmetric
 # A margin this large (or more) is reported as confidence 1.
 CONFIDENT_MARGIN = 0.5
 # Bounds the (triangle, cell) pairs rasterised at once: memory stays ~100 MB on any mesh.
@@ -68,6 +67,7 @@ class ForwardAxis:
     method: str
     confidence: float
     detail: dict[str, Any] = field(default_factory=dict)
+    status: str = "symmetric"   # "front" | "symmetric" | "undetermined"
 
 
 def _depth_buffers(p: np.ndarray, faces: np.ndarray, ax_u: int, ax_w: int, ax_d: int,
@@ -112,16 +112,16 @@ def _depth_buffers(p: np.ndarray, faces: np.ndarray, ax_u: int, ax_w: int, ax_d:
 
 
 def _side_scores(vertices: np.ndarray, faces: np.ndarray, rect: Rect) -> list[dict[str, Any]]:
-    """Per side of ``rect``: local outward normal, depth cue, tall cue, score; best first."""
+    """Per side of ``rect``: local outward normal, the cues and the score; best first."""
     c, s = math.cos(rect.angle), math.sin(rect.angle)
     e_u, e_v = np.array([c, s]), np.array([-s, c])
     p = np.column_stack([vertices[:, :2] @ e_u, vertices[:, :2] @ e_v, vertices[:, 2]])
     lo, hi = p.min(axis=0), p.max(axis=0)
     ext = hi - lo
 
-    def depth_mean(hits: np.ndarray, from_low: bool, axis: int) -> float:
+    def depth_map(hits: np.ndarray, from_low: bool, axis: int) -> np.ndarray:
         rel = (hits - lo[axis]) if from_low else (hi[axis] - hits)
-        return float(np.where(np.isfinite(hits), rel / ext[axis], 1.0).mean())
+        return np.where(np.isfinite(hits), rel / ext[axis], 1.0)
 
     near_u, far_u = _depth_buffers(p, faces, 1, 2, 0, (lo[1], lo[2]), (hi[1], hi[2]))
     near_v, far_v = _depth_buffers(p, faces, 0, 2, 1, (lo[0], lo[2]), (hi[0], hi[2]))
@@ -131,19 +131,46 @@ def _side_scores(vertices: np.ndarray, faces: np.ndarray, rect: Rect) -> list[di
     gu, gv = np.meshgrid(grid, grid, indexing="ij")
     cu = float(gu[tall].mean()) if tall.any() else 0.0
     cv = float(gv[tall].mean()) if tall.any() else 0.0
-    sides = [
-        (e_u, depth_mean(far_u, False, 0), -cu),
-        (-e_u, depth_mean(near_u, True, 0), cu),
-        (e_v, depth_mean(far_v, False, 1), -cv),
-        (-e_v, depth_mean(near_v, True, 1), cv),
-    ]
-    out = [{"normal_local": [float(n[0]) + 0.0, float(n[1]) + 0.0], "depth": depth,
-            "tall": tall_cue, "score": depth + tall_cue} for n, depth, tall_cue in sides]
+    maps = [(e_u, depth_map(far_u, False, 0), -cu), (-e_u, depth_map(near_u, True, 0), cu),
+            (e_v, depth_map(far_v, False, 1), -cv), (-e_v, depth_map(near_v, True, 1), cv)]
+    flush = [float((d <= FLUSH_DEPTH).mean()) for _, d, _ in maps]
+    out = []
+    for k, (n, d, tall_cue) in enumerate(maps):
+        depth = float(d.mean())
+        # sides come in opposite pairs (0, 1) and (2, 3): the side facing away from a flush
+        # back gains, the flush side itself loses
+        back = flush[k ^ 1] - flush[k]
+        out.append({"normal_local": [float(n[0]) + 0.0, float(n[1]) + 0.0], "depth": depth,
+                    "tall": tall_cue, "flush": flush[k], "back": back,
+                    "score": depth + tall_cue + BACK_WEIGHT * back})
     return sorted(out, key=lambda side: -side["score"])
 
 
+def _candidate_rects(v: np.ndarray, hull: np.ndarray) -> list[Rect]:
+    """Frames whose side normals are the candidate fronts: the minimum-area rectangles of the
+    whole footprint (tied ones capped at MAX_TIED_RECTS, spread over the ties) and of the
+    footprint of the part above ``UPPER_FRACTION`` of the height (a seat and backrest over a
+    five-star base, a mattress over a splayed frame), deduplicated modulo 90 degrees."""
+    rects = min_area_rects(hull)
+    if len(rects) > MAX_TIED_RECTS:
+        step = len(rects) / MAX_TIED_RECTS
+        rects = [rects[int(i * step)] for i in range(MAX_TIED_RECTS)]
+    z = v[:, 2]
+    upper = v[z >= z.min() + UPPER_FRACTION * float(np.ptp(z)), :2]
+    if len(upper) >= 3:
+        upper_hull = convex_hull_2d(upper)
+        if len(upper_hull) >= 3 and polygon_area(upper_hull) > 0.0:
+            rects += min_area_rects(upper_hull)[:1]
+    out: list[Rect] = []
+    for rect in rects:
+        if all(abs((rect.angle - r.angle + math.pi / 4.0) % (math.pi / 2.0) - math.pi / 4.0)
+               > math.radians(0.5) for r in out):
+            out.append(rect)
+    return out
+
+
 def _symmetric(reason: str) -> ForwardAxis:
-    return ForwardAxis(None, "symmetric", 0.0, {"reason": reason})
+    return ForwardAxis(None, "symmetric", 1.0, {"reason": reason}, "symmetric")
 
 
 def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
@@ -170,8 +197,7 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
         return _symmetric("mesh is flat")
 
     best: tuple[float, Rect, list[dict[str, Any]]] | None = None
-    rects = min_area_rects(hull)
-    # Tied rectangles only occur for regular-polygon footprints; keep the most decisive one.
+    rects = _candidate_rects(v, hull)
     for rect in rects:
         sides = _side_scores(v, f, rect)
         margin = sides[0]["score"] - sides[1]["score"]
@@ -182,16 +208,25 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
     detail: dict[str, Any] = {
         "rect_angle_deg": round(math.degrees(rect.angle), 6),
         "rect_extent": [round(rect.extent_u, 9), round(rect.extent_v, 9)],
-        "tied_rects": len(rects),
+        "candidate_rects": len(rects),
         "margin": round(margin, 6),
-        "symmetry_margin": SYMMETRY_MARGIN,
+        "front_margin": FRONT_MARGIN,
+        "symmetric_margin": SYMMETRIC_MARGIN,
         "sides": [{k: (round(x, 6) if isinstance(x, float) else [round(c, 6) for c in x])
                    for k, x in side.items()} for side in sides],
     }
-    if margin < SYMMETRY_MARGIN:
-        return ForwardAxis(None, "symmetric", max(0.0, 1.0 - margin / SYMMETRY_MARGIN), detail)
+    if margin >= FRONT_MARGIN:
+        nx, ny = sides[0]["normal_local"]
+        confidence = min(1.0, (margin - SYMMETRIC_MARGIN) / (CONFIDENT_MARGIN
+                                                             - SYMMETRIC_MARGIN))
+        return ForwardAxis((nx, ny), METHOD, confidence, detail, "front")
+    if margin <= SYMMETRIC_MARGIN:
+        return ForwardAxis(None, "symmetric", 1.0 - margin / SYMMETRIC_MARGIN, detail,
+                           "symmetric")
     nx, ny = sides[0]["normal_local"]
-    return ForwardAxis((nx, ny), METHOD, min(1.0, margin / CONFIDENT_MARGIN), detail)
+    detail["best_guess_local"] = [nx, ny]
+    confidence = (margin - SYMMETRIC_MARGIN) / (CONFIDENT_MARGIN - SYMMETRIC_MARGIN)
+    return ForwardAxis(None, "undetermined", round(confidence, 6), detail, "undetermined")
 
 
 def parse_override(value: Any) -> Override:
@@ -227,10 +262,9 @@ def _entry(name: str, mesh: tuple[np.ndarray, np.ndarray],
         found = detect_forward_axis(*mesh)
     except GeometryError as exc:
         raise GeometryError(f"object '{name}': {exc.reason}") from exc
-    entry = {"axis_local": None if found.axis_local is None else list(found.axis_local),
-             "method": found.method, "confidence": round(found.confidence, 6),
-             "detail": found.detail}
-    return {**entry, "status": front_status(entry)}
+    return {"axis_local": None if found.axis_local is None else list(found.axis_local),
+            "method": found.method, "confidence": round(found.confidence, 6),
+            "status": found.status, "detail": found.detail}
 
 
 def forward_axes_document(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,

@@ -93,10 +93,10 @@ def prepare_group(work: Path, blender: str | None, resolution: int) -> Path:
     from island_tools import atomic
     from island_tools.greedy_agent import transforms_doc
     from island_tools.iteration import sha256_file
-    from worker.launch import blender_output_to_stderr, resolve_blender
+    from worker.launch import blender_output_captured, resolve_blender
 
     backend = resolve_blender(blender or "bpy", None)
-    with blender_output_to_stderr():  # the embedded build's "Saved:" lines
+    with blender_output_captured():  # the embedded build's "Saved:" lines
         group = build_fixture(*FIXTURE, work, backend=backend)
     flags = ["--group-dir", str(group), "--resolution", str(resolution), "--quiet",
              "--no-daemon", "--blender-bin", blender or "bpy"]

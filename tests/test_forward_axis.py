@@ -11,7 +11,7 @@ from _assets import ASSETS_DIR, load_blender_mesh, manifest_rows
 from island_tools import forward_axis
 from island_tools.errors import GeometryError
 from island_tools.forward_axis import (
-    SYMMETRY_MARGIN,
+    SYMMETRIC_MARGIN,
     detect_forward_axis,
     forward_axes_document,
     parse_override,
@@ -63,7 +63,7 @@ def test_symmetric_assets_have_no_axis(asset: str) -> None:
         found = detect_forward_axis(_posed(vertices, yaw, rng), faces)
         assert found.axis_local is None, (asset, yaw, found.detail)
         assert found.method == "symmetric"
-        assert found.detail["margin"] < SYMMETRY_MARGIN / 3
+        assert found.detail["margin"] < SYMMETRIC_MARGIN / 3 and found.status == "symmetric"
 
 
 def test_manifest_lists_both_kinds() -> None:

@@ -342,12 +342,13 @@ def test_contract_breaking_run_goes_to_islands_failed(tv_template: Path, tmp_pat
     assert load(scene / "metrics.json")["groups"]["tv"]["status"] == "failed"
 
 
-AMBIGUOUS_STEP_M = 0.04   # a block with a low 4 cm step on one side: which side is its front?
+GROOVE_M = (0.45, 0.59)   # a block with a 3 cm groove across one face: front or back?
 
 
 def _lounge_with_an_ambiguous_member(template: Path, dest: Path) -> Path:
     """The lounge group alone, its coffee table replaced by a block whose front the mesh
-    cannot tell (forward_axes.json says ``undetermined``)."""
+    cannot tell (forward_axes.json says ``undetermined``): both faces flat, one with a
+    shallow groove, which could be a drawer gap or a back rail."""
     import bpy
 
     from worker.blend_io import open_blend, save_blend
@@ -359,10 +360,11 @@ def _lounge_with_an_ambiguous_member(template: Path, dest: Path) -> Path:
     graph_path.write_text(json.dumps(graph))
     blend = scene / "blend/stage3-sub-planned.blend"
     open_blend(blend)
-    body = [(-0.25, -0.25, 0.0), (0.25, 0.25, 0.8)]
-    step = [(-0.25, -0.25 - AMBIGUOUS_STEP_M, 0.0), (0.25, -0.25, 0.3)]
+    z0, z1 = GROOVE_M
+    parts = [[(-0.25, -0.25, 0.0), (0.25, 0.25, z0)], [(-0.25, -0.22, z0), (0.25, 0.25, z1)],
+             [(-0.25, -0.25, z1), (0.25, 0.25, 0.8)]]
     verts, faces = [], []
-    for lo, hi in (body, step):
+    for lo, hi in parts:
         n = len(verts)
         verts += [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
         faces += [tuple(n + i for i in q) for q in ((0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1),

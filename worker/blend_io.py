@@ -66,8 +66,39 @@ def check_version(path: str | os.PathLike[str]) -> tuple[int, int] | None:
     return version
 
 
+# Objects and collections disabled in viewports (the monitor icon) are left out of the
+# depsgraph: their matrix_world is never evaluated (identity after loading a Blender 5 file)
+# and their geometry is absent. A job enables them right after opening a file, so a hidden
+# member is measured and moved like a visible one, and ``save_blend`` writes the flags as
+# they were (the file keeps its hidden objects hidden).
+_DISABLED: dict[str, list[str]] = {"objects": [], "collections": []}
+
+
+def _enable_disabled() -> None:
+    _DISABLED["objects"] = [o.name for o in bpy.data.objects if o.hide_viewport]
+    _DISABLED["collections"] = [c.name for c in bpy.data.collections if c.hide_viewport]
+    for name in _DISABLED["objects"]:
+        bpy.data.objects[name].hide_viewport = False
+    for name in _DISABLED["collections"]:
+        bpy.data.collections[name].hide_viewport = False
+    if _DISABLED["objects"] or _DISABLED["collections"]:
+        _update_depsgraph()
+
+
+def _set_disabled(value: bool) -> None:
+    for name in _DISABLED["objects"]:
+        obj = bpy.data.objects.get(name)
+        if obj is not None:
+            obj.hide_viewport = value
+    for name in _DISABLED["collections"]:
+        coll = bpy.data.collections.get(name)
+        if coll is not None:
+            coll.hide_viewport = value
+
+
 def open_blend(path: str | os.PathLike[str]) -> dict:
-    """Open ``path`` with scripts disabled. Returns versions and ``autoexec_fail``."""
+    """Open ``path`` with scripts disabled and every viewport-disabled object and collection
+    enabled for the job (see ``_DISABLED``). Returns versions and ``autoexec_fail``."""
     path = Path(path).resolve()
     version = check_version(path)
     try:
@@ -76,6 +107,7 @@ def open_blend(path: str | os.PathLike[str]) -> dict:
         msg = " ".join(str(exc).split())
         raise WorkerError(f"Blender {blender_version()} could not open the file: {msg}",
                           file=str(path)) from None
+    _enable_disabled()
     return {
         "blend": str(path),
         "blender_version": blender_version(),
@@ -94,6 +126,7 @@ def save_blend(path: str | os.PathLike[str]) -> None:
     prefs = bpy.context.preferences.filepaths
     old_versions = prefs.save_version
     prefs.save_version = 0  # no island.blend1 backup next to the file
+    _set_disabled(True)  # the file keeps the flags it was opened with
     try:
         bpy.ops.wm.save_as_mainfile(filepath=str(path), compress=False, copy=False)
     except RuntimeError as exc:
@@ -101,6 +134,8 @@ def save_blend(path: str | os.PathLike[str]) -> None:
         raise WorkerError(f"Blender could not save the file: {msg}", file=str(path)) from None
     finally:
         prefs.save_version = old_versions
+        _set_disabled(False)
+        _update_depsgraph()
     if not path.is_file() or path.stat().st_size == 0:
         raise WorkerError("save reported success but the file is missing or empty",
                           file=str(path))

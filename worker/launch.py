@@ -327,20 +327,38 @@ def run_binary(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_
 
 
 @contextlib.contextmanager
-def blender_output_to_stderr() -> Iterator[None]:
-    """Route the embedded Blender's C-level stdout ("Read blend:", "Saved:") to stderr.
-
-    stdout belongs to the CLIs' own lines (an agent greps it for "[iter_step] sanity OK").
-    """
+def blender_output_captured() -> Iterator[None]:
+    """Keep the embedded Blender's C-level output ("Read blend:", "Saved:", its log lines)
+    off the terminal, as a Blender subprocess's output is: stdout belongs to the CLIs' own
+    lines (an agent greps it for "[iter_step] sanity OK") and stderr to one line per failure.
+    The output goes to a scratch file; if the job fails with anything but an IslandError
+    (whose message is complete), its last lines are shown on stderr."""
     sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as log:
+        shown = False
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+        except IslandError:
+            raise
+        except BaseException:
+            shown = True
+            raise
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved_out, 1)
+            os.dup2(saved_err, 2)
+            os.close(saved_out)
+            os.close(saved_err)
+            if shown:
+                log.seek(0)
+                tail = log.read().decode("utf-8", "replace").splitlines()[-20:]
+                for line in tail:
+                    print(f"[blender] {line}", file=sys.stderr)
 
 
 def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
@@ -352,6 +370,6 @@ def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
         return run_on_daemon(job, backend, daemon, timeout=timeout)
     if backend.embedded:
         from worker.jobs import run_job as run_in_process
-        with blender_output_to_stderr():
+        with blender_output_captured():
             return run_in_process(job)
     return run_binary(job, backend, timeout=timeout)

@@ -272,18 +272,30 @@ def refusals(roots: Sequence[str], view_layer=None) -> list[dict]:
 # --------------------------------------------------------------------------- geometry
 @contextlib.contextmanager
 def revealed(objs: Iterable) -> Iterator[None]:
-    """Viewport-hidden objects shown for an evaluation; their flags restored afterwards."""
+    """Objects hidden in the viewport (their own eye or monitor icon, or a view-layer
+    collection's eye) shown for an evaluation; every flag restored afterwards."""
+    layer = bpy.context.view_layer
+    in_layer = {o.name for o in layer.objects}
     saved = []
     for obj in objs:
-        hidden = bool(obj.hide_get()) if obj.name in bpy.context.view_layer.objects else False
+        hidden = bool(obj.hide_get()) if obj.name in in_layer else False
         if obj.hide_viewport or hidden:
             saved.append((obj, obj.hide_viewport, hidden))
             obj.hide_viewport = False
             if hidden:
                 obj.hide_set(False)
+    layers, todo = [], [layer.layer_collection]
+    while todo:
+        lc = todo.pop()
+        if lc.hide_viewport:
+            layers.append(lc)
+            lc.hide_viewport = False
+        todo.extend(lc.children)
     try:
         yield
     finally:
+        for lc in layers:
+            lc.hide_viewport = True
         for obj, hide_viewport, hidden in saved:
             obj.hide_viewport = hide_viewport
             if hidden:

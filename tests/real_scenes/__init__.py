@@ -1,0 +1,55 @@
+"""Real-scene end-to-end tests: build scenes from the real glb assets (``build.py``), refine
+them with the CLI, judge the merged .blend with the test's own code (``judge.py``,
+``measure.py``). Everything bpy runs in subprocesses of the project's venv Python; this
+module is plain Python (the variant lists and the subprocess runners)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+_VENV_PY = REPO / ".venv" / "bin" / "python"
+PYTHON = str(_VENV_PY if _VENV_PY.is_file() else Path(sys.executable))
+
+REFINE_VARIANTS = ("gltf_hierarchy", "empty_roots", "collection_instances", "modifier_anchor",
+                   "centimetres", "room_parent", "hide_viewport_root",
+                   "hide_viewport_anchor")
+REFUSAL_VARIANTS = ("refuse_keyframed", "refuse_driven_parent", "refuse_constraint",
+                    "refuse_constraint_parent", "refuse_nonuniform_parent", "refuse_shear_parent",
+                    "refuse_library", "refuse_excluded", "refuse_tilted", "refuse_no_geometry",
+                    "refuse_modifier_outside")
+REFINE_FLAGS = ("--blender-bin", "bpy", "--resolution", "64", "--samples", "1",
+                "--max-iter", "6", "--max-rounds", "2", "--quiet")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ISLAND_REFINER_DAEMON"] = "0"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_script(script: str, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    proc = subprocess.run([PYTHON, str(HERE / script), *args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} {' '.join(args[:3])}... exited {proc.returncode}:\n"
+                           f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def run_refine(scene_dir: Path, timeout: float = 300.0) -> dict:
+    """``scripts/refine_scene.py run`` on one scene, as a user runs it."""
+    cmd = [PYTHON, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",
+           str(scene_dir), *REFINE_FLAGS]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    return {"code": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+            "seconds": time.perf_counter() - t0,
+            "command": "ISLAND_REFINER_DAEMON=0 .venv/bin/python " + " ".join(
+                [str(Path("scripts") / "refine_scene.py"), *cmd[2:]])}
