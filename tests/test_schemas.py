@@ -229,3 +229,55 @@ def test_frames_yaw_pivots_on_footprint_centre() -> None:
     world = frames.translation([2, 2, 0]) @ frames.rot_z(-10)
     canon = frames.canonical_from_world(inv, world)
     assert np.allclose(frames.world_from_canonical(frames.rigid(m_anchor), canon), world)
+
+
+def test_canonical_frame_is_in_metres_whatever_the_scene_unit() -> None:
+    """A scene in centimetres: the canonical frame carries the unit scale, so canonical
+    coordinates are real metres and M_anchor takes them back to scene units exactly."""
+    anchor = frames.translation([300.0, -120.0, 0.0]) @ frames.rot_z(40) @ np.diag([80.0] * 3
+                                                                                  + [1.0])
+    chair_world = frames.translation([380.0, -120.0, 0.0]) @ frames.rot_z(130)
+    m_anchor, m_inv = frames.canonical_frame(anchor, unit_scale=0.01)
+    assert np.allclose(m_anchor @ m_inv, np.eye(4))
+    canonical = m_inv @ chair_world
+    # 80 cm along the world x axis = 0.8 m at -40 deg in the anchor's frame
+    assert np.allclose(canonical[:3, 3], [0.8 * np.cos(np.radians(-40)),
+                                          0.8 * np.sin(np.radians(-40)), 0.0])
+    assert np.allclose(np.linalg.norm(canonical[:3, :3], axis=0), 0.01)  # cm -> m
+    assert np.allclose(m_anchor @ canonical, chair_world)
+    with pytest.raises(ValueError, match="unit scale"):
+        frames.canonical_frame(anchor, unit_scale=0.0)
+
+
+@pytest.mark.parametrize("unit_scale, offset, ok_shift, bad_shift", [
+    (1.0, 0.0, 5e-6, 5e-5),            # metres near the origin: 1e-5 m
+    (0.01, 0.0, 5e-4, 5e-3),           # centimetres: 1e-5 m is 1e-3 scene units
+    (1.0, 1.0e4, 5e-3, 5e-2),          # 10 km from the origin: float32 holds ~1 mm there
+])
+def test_pose_mismatch_scales_with_the_scene(unit_scale: float, offset: float,
+                                             ok_shift: float, bad_shift: float) -> None:
+    pose = frames.translation([offset, 2.0, 0.0]) @ frames.rot_z(30)
+    near = pose.copy()
+    near[0, 3] += ok_shift
+    far = pose.copy()
+    far[0, 3] += bad_shift
+    assert frames.pose_mismatch(pose, near, unit_scale)[0] <= 1.0
+    ratio, detail = frames.pose_mismatch(pose, far, unit_scale)
+    assert ratio > 1.0 and "location" in detail and " m " in detail
+    turned = pose @ frames.rot_z(0.01)   # 1.7e-4 rad: never hidden by a large offset
+    assert frames.pose_mismatch(pose, turned, unit_scale)[0] > 1.0
+
+
+def test_metadata_unit_scale_is_validated(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.json"
+    good = {"anchor_id": "t", "M_anchor_4x4": frames.to_list(np.eye(4)),
+            "M_inv_4x4": frames.to_list(np.eye(4)), "members": ["t", "c"],
+            "canonical_poses": {"t": frames.to_list(np.eye(4)), "c": frames.to_list(np.eye(4))}}
+    path.write_text(json.dumps(good))
+    assert load_metadata(path).unit_scale == 1.0
+    path.write_text(json.dumps({**good, "unit_scale": 0.01}))
+    assert load_metadata(path).unit_scale == 0.01
+    for bad in (0, -1, "0.01", None, True):
+        path.write_text(json.dumps({**good, "unit_scale": bad}))
+        with pytest.raises(GroupInputError, match="unit_scale"):
+            load_metadata(path)
