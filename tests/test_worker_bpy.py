@@ -270,3 +270,68 @@ def test_open_failure_is_a_worker_error(tmp_path):
     bad.write_bytes(b"BLENDER-v304" + b"\0" * 20)
     with pytest.raises(WorkerError, match="truncated.blend"):
         blend_io.open_blend(bad)
+
+
+# ------------------------------------------------------------------ units in the add-on path
+def _unit_scene() -> None:
+    """An open file the way an artist has it: a table, a chair that is an Empty root with a
+    child mesh under a rotated Room, and a chair that is a collection instance."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.unit_settings.scale_length = 0.01   # centimetres
+    tv, tf = box(160.0, 80.0, 75.0)
+    cv, cf = box(45.0, 45.0, 90.0)
+    table_mesh, chair_mesh = bpy.data.meshes.new("table"), bpy.data.meshes.new("chair")
+    table_mesh.from_pydata(tv.tolist(), [], tf.tolist())
+    chair_mesh.from_pydata(cv.tolist(), [], cf.tolist())
+    room = bpy.data.objects.new("Room", None)
+    room.rotation_euler = (0.0, 0.0, math.radians(25))
+    table = bpy.data.objects.new("table", table_mesh)
+    root = bpy.data.objects.new("chair_root", None)
+    part = bpy.data.objects.new("chair_part", chair_mesh)
+    asset = bpy.data.collections.new("ChairAsset")
+    asset.objects.link(bpy.data.objects.new("chair_src", chair_mesh))
+    inst = bpy.data.objects.new("chair_inst", None)
+    inst.instance_type, inst.instance_collection = "COLLECTION", asset
+    for obj in (room, table, root, part, inst):
+        scene.collection.objects.link(obj)
+    table.parent = room
+    root.parent = room
+    root.location = (0.0, -90.0, 0.0)
+    part.parent = root
+    part.location = (5.0, 0.0, 0.0)
+    inst.location = (0.0, 90.0, 0.0)
+    bpy.context.view_layer.update()
+
+
+def test_addon_island_keeps_units_whole_and_the_open_file_untouched(tmp_path: Path) -> None:
+    from worker import addon_ops
+
+    _unit_scene()
+    objs = bpy.data.objects
+    before = {o.name: (np.array(o.matrix_world), np.array(o.matrix_basis),
+                       o.parent.name if o.parent else None) for o in objs}
+    out = addon_ops.write_island(tmp_path / "g", "table", ["chair_root", "chair_inst"])
+    after = {o.name: (np.array(o.matrix_world), np.array(o.matrix_basis),
+                      o.parent.name if o.parent else None) for o in objs}
+    for name, (w, b, p) in before.items():   # the artist's file, exactly as it was
+        assert np.array_equal(after[name][1], b) and after[name][2] == p, name
+        assert np.allclose(after[name][0], w, atol=1e-9), name
+    meta = __import__("json").loads((tmp_path / "g" / "metadata.json").read_text())
+    assert meta["unit_scale"] == 0.01
+    assert meta["units"]["chair_root"] == ["chair_root", "chair_part"]
+    # the island: read back from the file, the units whole, the roots in canonical metres
+    blend_io.open_blend(out["island"])
+    island = bpy.data.objects
+    assert island["chair_part"].parent == island["chair_root"]
+    assert island["chair_inst"].instance_collection.name == "ChairAsset"
+    assert island["chair_root"].parent is None
+    t, _, scale = __import__("island_tools.frames", fromlist=["x"]).decompose(
+        np.array(island["chair_root"].matrix_world))
+    assert np.allclose(t, [0.0, -0.9, 0.0], atol=1e-6) and np.allclose(scale, 0.01)
+    found = meshes.export_meshes(["table", "chair_root", "chair_inst"], tmp_path / "m.npz")
+    assert found["objects"]["chair_root"]["triangles"] == 12      # the child mesh
+    assert found["objects"]["chair_inst"]["triangles"] == 12      # the instanced source
+    got, _ = meshcache.load(tmp_path / "m.npz")
+    # the child's 5 cm offset is in the root's local frame
+    assert np.allclose(got["chair_root"][0][:, 0].mean(), 5.0, atol=1e-5)

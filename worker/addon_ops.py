@@ -38,7 +38,14 @@ from mathutils import Matrix
 from island_tools import atomic, frames
 from island_tools.errors import GroupInputError, WorkerError, refusal_line
 
-from .blend_io import blender_version, check_version, get_objects, matrix_to_list, set_poses
+from .blend_io import (
+    blender_version,
+    check_version,
+    get_objects,
+    matrix_to_list,
+    scene_unit_scale,
+    set_poses,
+)
 from .units import geometry_refusals, refusals, unit_geometry, unit_objects
 
 TEMP_SCENE = "Island"
@@ -75,18 +82,13 @@ def group_objects(anchor: str, members: Sequence[str]) -> list:
     return objs
 
 
-def unit_scale() -> float:
-    scene = bpy.context.scene
-    return float(scene.unit_settings.scale_length) if scene is not None else 1.0
-
-
 def canonical_frame(objs: Sequence) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(M_anchor, M_inv, {name: canonical pose}) with ``objs[0]`` the anchor (metres)."""
     layer = bpy.context.view_layer
     if layer is not None:
         layer.update()
     worlds = {o.name: np.array(o.matrix_world, dtype=float) for o in objs}
-    m_anchor, m_inv = frames.canonical_frame(worlds[objs[0].name], unit_scale())
+    m_anchor, m_inv = frames.canonical_frame(worlds[objs[0].name], scene_unit_scale())
     return m_anchor, m_inv, {name: m_inv @ w for name, w in worlds.items()}
 
 
@@ -153,7 +155,7 @@ def write_island(group_dir: str | os.PathLike[str], anchor: str, members: Sequen
     metadata = {"anchor_id": names[0], "M_anchor_4x4": frames.to_list(m_anchor),
                 "M_inv_4x4": frames.to_list(m_inv), "members": names,
                 "canonical_poses": {n: frames.to_list(canonical[n]) for n in names},
-                "unit_scale": unit_scale(),
+                "unit_scale": scene_unit_scale(),
                 "units": {r: [o.name for o in objs]
                           for r, objs in unit_objects(names).items()},
                 "source": {"blend": bpy.data.filepath or None,

@@ -161,6 +161,14 @@ def get_objects(names: Sequence[str], *, what: str = "object") -> list:
     return [objs[n] for n in names]
 
 
+def scene_unit_scale() -> float:
+    """Metres per Blender unit of the open file's scene (``unit_settings.scale_length``),
+    rounded to float32's 7 significant digits: 0.01 stays 0.01, not 0.009999999776."""
+    scene = bpy.context.scene
+    value = float(scene.unit_settings.scale_length) if scene is not None else 1.0
+    return float(f"{value:.7g}")
+
+
 def matrix_to_list(m: Matrix) -> list[list[float]]:
     return [[float(v) for v in row] for row in m]
 

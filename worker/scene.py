@@ -60,7 +60,14 @@ from island_tools import meshcache
 from island_tools.errors import GroupInputError, UsageError
 
 from . import render as _render
-from .blend_io import blender_version, matrix_to_list, open_blend, read_poses, save_blend
+from .blend_io import (
+    blender_version,
+    matrix_to_list,
+    open_blend,
+    read_poses,
+    save_blend,
+    scene_unit_scale,
+)
 from .build import material
 from .meshes import collect_units, export_meshes, object_props
 from .meshes import summary as mesh_summary
@@ -118,11 +125,6 @@ def _version_info(info: Mapping) -> dict:
 
 
 # --------------------------------------------------------------------------- scene_read
-def _unit_scale() -> float:
-    scene = bpy.context.scene
-    return float(scene.unit_settings.scale_length) if scene is not None else 1.0
-
-
 def scene_read(job: Mapping) -> dict:
     t0 = time.perf_counter()
     blend = _path(job, "blend")
@@ -160,7 +162,7 @@ def scene_read(job: Mapping) -> dict:
         units.setdefault(root, {})["objects"] = [o.name for o in objs]
     return {"op": "scene_read", "blend": blend, "objects": objects, "missing": missing,
             "meshes": meshes, "units": units, "refusals": found,
-            "unit_scale": _unit_scale(), "scene": bpy.context.scene.name,
+            "unit_scale": scene_unit_scale(), "scene": bpy.context.scene.name,
             "view_layer": layer.name if layer is not None else None, **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
 
@@ -395,7 +397,7 @@ def scene_merge(job: Mapping) -> dict:
     after_basis = {o.name: matrix_to_list(o.matrix_basis) for o in bpy.data.objects}
     return {"op": "scene_merge", "blend": blend, "out_blend": out, "before": before,
             "after": after, "before_basis": before_basis, "after_basis": after_basis,
-            "parents": parents, "unit_scale": _unit_scale(), **_version_info(info),
+            "parents": parents, "unit_scale": scene_unit_scale(), **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
 
 

@@ -228,7 +228,7 @@ def refusals(roots: Sequence[str], view_layer=None) -> list[dict]:
                                     "is excluded), so it cannot be evaluated",
                        "tick the collection's checkbox in the outliner")
         for obj in [root, *ancestors(root)]:
-            who = "" if obj is root else f"its parent '{obj.name}' "
+            who = "" if obj is root else f"(a parent of '{member}') "
             anim = _transform_animation(obj)
             if anim:
                 refuse(member, obj, f"{who}has a {anim}; a refined pose would be overwritten "
@@ -262,10 +262,14 @@ def refusals(roots: Sequence[str], view_layer=None) -> list[dict]:
                                         f"'{outside[0]}' outside the unit, so moving the unit "
                                         "would change its shape",
                            "apply the modifier, or parent that object into the unit")
-        problem = _parent_frame_problem(root) or _tilt_problem(root)
+        problem = _parent_frame_problem(root)
         if problem:
             refuse(member, root, problem, "apply the parent's scale/rotation (Ctrl-A), or "
                                           "unparent keeping the transform (Alt-P)")
+        problem = None if problem else _tilt_problem(root)
+        if problem:
+            refuse(member, root, problem, "level it: apply its rotation (Ctrl-A > Rotation) "
+                                          "so its local Z points up, or clear the tilt")
     return out
 
 
