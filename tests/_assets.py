@@ -35,15 +35,30 @@ class AssetRow:
     def symmetric(self) -> bool:
         return self.front_axis.strip().lower().startswith("none")
 
+    @property
+    def front(self) -> np.ndarray | None:
+        """The true front in Blender's frame after glTF import (the manifest's own words:
+        ``+X`` ... or the shared kit's ``"+Z (native file frame, Y-up) / -Y (Blender after
+        import)"``), parsed here independently of ``fixtures.assets``."""
+        if self.symmetric:
+            return None
+        word = self.front_axis.split("/")[-1].split()[0]
+        return {"+X": np.array([1.0, 0.0]), "-X": np.array([-1.0, 0.0]),
+                "+Y": np.array([0.0, 1.0]), "-Y": np.array([0.0, -1.0])}[word]
+
 
 def assets_available() -> bool:
     return MANIFEST.is_file()
 
 
 def manifest_rows() -> list[AssetRow]:
-    with MANIFEST.open(newline="", encoding="utf-8") as fh:
-        return [AssetRow(file=r["file"], category=r["category"], front_axis=r["front_axis"])
-                for r in csv.DictReader(fh, delimiter="\t")]
+    """The shared kit's manifest and every source folder's own (the generated corpus)."""
+    rows = []
+    for manifest in [MANIFEST, *sorted(ASSETS_DIR.glob("*/MANIFEST.tsv"))]:
+        with manifest.open(newline="", encoding="utf-8") as fh:
+            rows += [AssetRow(file=r["file"], category=r["category"], front_axis=r["front_axis"])
+                     for r in csv.DictReader(fh, delimiter="\t")]
+    return rows
 
 
 def load_blender_mesh(path: Path) -> tuple[np.ndarray, np.ndarray]:
