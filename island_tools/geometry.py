@@ -308,6 +308,7 @@ class _Anchor:
 # ("undetermined": facing is not measured and verify raises an unknown). Entries written
 # before the field existed are read by the rule the detector used then.
 SYMMETRIC_MIN_CONFIDENCE = 0.8
+SYMMETRIC_FACING_NOTE = "symmetric: facing does not apply"
 
 
 def front_status(entry: Mapping[str, Any]) -> str:
@@ -636,7 +637,7 @@ class GeometryContext:
         else:
             return None, None, f"unknown facing '{facing}'"
         if symmetric:
-            return target, None, "symmetric: facing does not apply"
+            return target, None, SYMMETRIC_FACING_NOTE
         if target is None:
             return None, None, "member footprint centre coincides with the anchor centre"
         if forward is None:

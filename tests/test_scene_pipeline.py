@@ -433,6 +433,51 @@ def test_unanswered_front_leaves_the_group_uncertain_not_passing(
     assert "NOT MEASURED" in out and "lounge.coffee_table" in out
 
 
+def test_failed_merge_leaves_the_earlier_output_or_none(tv_template: Path,
+                                                       tmp_path: Path) -> None:
+    """merge_back's read-back check runs on a staged file: when it fails (exit 22) the merged
+    scene at blend/stage3-scene.blend is the earlier one, or absent, and the line says so."""
+    from island_tools.scene.errors import IntegrityError
+
+    scene = fresh(tv_template, tmp_path / "scene")
+    output = scene / "blend/stage3-scene.blend"
+    corrupt = {"on": False}
+
+    def faulty(job: dict) -> dict:
+        result = run_job(job)
+        if job["op"] == "scene_merge" and corrupt["on"]:
+            name = next(iter(job["poses"]))
+            result["after"][name] = (np.asarray(result["after"][name]) + 0.02).tolist()
+        return result
+
+    def merge(expect_error: bool) -> str:
+        pipeline = ScenePipeline(scene, RunOptions(settings=SETTINGS), faulty)
+        prep = pipeline.preflight()
+        with pipeline.session(prep, ["merge test"]):
+            flagged = pipeline.validate(prep)
+            pipeline.rebuild_islands()
+            if not expect_error:
+                pipeline.merge_back(group_ids=flagged)
+                return ""
+            with pytest.raises(IntegrityError) as err:
+                pipeline.merge_back(group_ids=flagged)
+        assert err.value.exit_code == 22
+        return err.value.one_line()
+
+    corrupt["on"] = True
+    line = merge(expect_error=True)
+    assert "no blend/stage3-scene.blend was written" in line and not output.exists()
+    assert not list(output.parent.glob(".stage3-scene.*"))          # no staged leftovers
+    corrupt["on"] = False
+    merge(expect_error=False)
+    good = sha256_file(output)
+    corrupt["on"] = True
+    line = merge(expect_error=True)
+    assert "the earlier blend/stage3-scene.blend is kept" in line and "elsewhere" in line
+    assert sha256_file(output) == good
+    assert not list(output.parent.glob(".stage3-scene.*"))
+
+
 # ----------------------------------------------------------------------------- kill -9
 def test_kill9_mid_run_then_resume(scene_template: Path, tmp_path: Path) -> None:
     scene = fresh(scene_template, tmp_path / "scene")

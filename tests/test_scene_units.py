@@ -391,3 +391,16 @@ def test_pattern_unknown_resolved_from_relation_hint_or_left_open(tmp_path: Path
     res = pipeline._resolve_pattern(gp, hinted)
     assert res == {**res, "source": "relation_graph", "value": "L"}
     assert json.loads(gp.target_spec.read_text())["pattern"] == "L"
+
+
+def test_facing_that_was_not_measured_is_uncertain_not_a_pass() -> None:
+    """'mixed' facing is prose (free_note); a member centred on the anchor has no direction
+    to face: neither is a measurement, so neither is a pass."""
+    for note in ("mixed: see free_note",
+                 "member footprint centre coincides with the anchor centre"):
+        g = geometry({"a": member(), "b": member(facing=None, note=note)})
+        review = verify.review_group("g", g, SPEC, AXES, ["a", "b"])
+        item = by_id(review)["facing_b"]
+        assert item["verdict"] == "uncertain" and "not measured" in item["reason"], note
+        assert review["summary"]["verdict"] == "uncertain"
+        assert any(line.startswith("b: ") for line in review["summary"]["not_measured"])

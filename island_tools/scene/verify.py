@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..geometry import CLEARANCE_VIOLATION_TOL_M, front_status
+from ..geometry import CLEARANCE_VIOLATION_TOL_M, SYMMETRIC_FACING_NOTE, front_status
 
 FACING_TOL_DEG = 10.0
 CLEARANCE_TOL_M = CLEARANCE_VIOLATION_TOL_M       # closer than target by more: fail
@@ -231,9 +231,15 @@ def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str
     ev = {"facing_error_deg": err, "forward_canonical": m.get("forward_canonical"),
           "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG}
     if err is None:
-        note = m.get("facing_note") or "facing does not apply"
-        return _item(cid, "pass", f"not applicable: {note}", "constraint", name, gid,
-                     evidence={**ev, "applicable": False, "note": note})
+        note = m.get("facing_note") or "no facing error was computed"
+        if note == SYMMETRIC_FACING_NOTE:   # measured: no side of the member is distinguishable
+            return _item(cid, "pass", f"not applicable: {note}", "constraint", name, gid,
+                         evidence={**ev, "applicable": False, "note": note})
+        # 'mixed' facing (prose in free_note), a centre on the anchor's, a vertical front:
+        # facing was not measured, so it is not a pass
+        return _item(cid, "uncertain", f"facing of '{name}' is not measured: {note}",
+                     "constraint", name, gid, FAMILIES["facing"], confidence=0.5,
+                     evidence={**ev, "applicable": None, "note": note})
     if err <= FACING_TOL_DEG:
         return _item(cid, "pass", f"'{name}' faces its target within {err:.2f} deg",
                      "constraint", name, gid, confidence=margin_confidence(err, FACING_TOL_DEG),
