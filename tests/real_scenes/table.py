@@ -52,12 +52,15 @@ def main() -> int:
         run = runs[v]
         if v in REFUSAL_VARIANTS:
             line = next((ln for ln in run["stderr"].splitlines() if ln.strip()), "")
-            print(f"| {v} | refused, exit {run['code']}: `{line.strip()}` | - | "
+            message = line.split("relation_graph.json, ", 1)[-1].strip()
+            print(f"| {v} | refused, exit {run['code']}: {message} | - | "
                   "scene directory byte-identical |")
             continue
         metrics = json.loads((root / v / "scene" / "metrics.json").read_text())
-        verdicts = ", ".join(f"{g}: {e['after']['verdict']}"
-                             for g, e in metrics["groups"].items())
+        verdicts = ", ".join(
+            f"{g}: {e['after']['verdict']}" + "".join(
+                f" ({n.split(': ', 1)[-1].split(';')[0]})" for n in e["after"]["not_measured"])
+            for g, e in metrics["groups"].items())
         print(f"| {v} | accepted, exit {run['code']} | {verdicts} | "
               f"{_judged(root, v, 'before')} -> {_judged(root, v, 'after')} |")
     return 0
