@@ -43,7 +43,7 @@ RunJob = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def ensure_repo(repo: str | os.PathLike[str]) -> None:
-    """Make ``island_tools``, ``worker`` and ``scripts`` of ``repo`` importable."""
+    """Make ``island_tools`` and ``worker`` of ``repo`` importable."""
     repo = str(Path(repo).resolve())
     if repo not in sys.path:
         sys.path.insert(0, repo)
@@ -532,7 +532,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     ensure_repo(args.repo)
-    from scripts._cli import run_main
+    from island_tools.clirun import run_main
 
     def body() -> int:
         if args.command == "settings":

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,8 +10,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from island_tools.clirun import run_main  # noqa: E402,F401 - the CLIs take it from here
 from island_tools.config import Settings, load_settings, with_overrides  # noqa: E402
-from island_tools.errors import EXIT_INTERNAL, EXIT_USAGE, IslandError  # noqa: E402
+from island_tools.errors import EXIT_USAGE  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,20 +69,3 @@ def job_runner(settings: Settings):
         daemon = DaemonOptions(idle_s=settings.daemon_idle_s, max_jobs=settings.daemon_max_jobs,
                                max_rss_mb=settings.daemon_max_rss_mb)
     return backend, (lambda job: run_job(job, backend, daemon=daemon))
-
-
-def run_main(prog: str, body: Callable[[], int]) -> int:
-    """Run ``body``; an IslandError becomes its exit code and one line on stderr."""
-    try:
-        return body()
-    except IslandError as exc:
-        print(f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(f"[{prog}] interrupted; earlier iterations are intact", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence, still one line
-        traceback.print_exc(file=sys.stderr)
-        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg}", file=sys.stderr)
-        return EXIT_INTERNAL

@@ -2,11 +2,12 @@
 
 Per scene: a *prepare* task (validate + rebuild_islands), then one task per flagged group
 keyed ``<scene_id>/<group_id>`` (the island's rounds), then a *finish* task (merge_back,
-finalize, eval) once every island of the scene has a result. The stage code is
-``island_tools.scene.pipeline`` (the same as ``island-refine run``); the exactly-once
-bookkeeping is ``island_tools.scene.batch``. This module is the orchestrator (the Dask
-client) plus the task functions the workers import; it sits above ``island_tools`` and
-``worker`` because a task needs both the pipeline and a Blender (``worker.launch.run_job``).
+finalize, eval) once every island of the scene has a result. The tasks are
+``island_tools.scene.batch_tasks``, built from the same stage functions as ``island-refine
+run``; the exactly-once bookkeeping is ``island_tools.scene.batch``. This module is the
+orchestrator (the Dask client) plus the task functions the workers import; it sits above
+``island_tools`` and ``worker`` because a task needs both the stages and a Blender
+(``worker.launch.run_job``).
 
 Blender in a worker: the embedded ``bpy`` module in the worker process itself (one Blender
 per single-threaded worker process; it stays loaded, so every job after the first is warm),
@@ -40,9 +41,11 @@ if str(REPO_ROOT) not in sys.path:
 
 from island_tools.errors import EXIT_INTERNAL, EXIT_WORKER, IslandError, WorkerError  # noqa: E402
 from island_tools.scene import batch as batching  # noqa: E402
+from island_tools.scene import batch_tasks  # noqa: E402
 from island_tools.scene.batch import BatchRun  # noqa: E402
+from island_tools.scene.context import RunOptions, StageContext  # noqa: E402
 from island_tools.scene.errors import EXIT_GROUPS_FAILED  # noqa: E402
-from island_tools.scene.pipeline import RunOptions, ScenePaths, ScenePipeline  # noqa: E402
+from island_tools.scene.paths import ScenePaths  # noqa: E402
 
 RESOURCE = "blender"
 TASK_RESOURCES = {RESOURCE: 1}
@@ -85,11 +88,11 @@ def _worker_setup(log_dir: str | None) -> None:
     _LOG_REDIRECTED.append(str(path))
 
 
-def _pipeline(scene_dir: str, options: RunOptions) -> ScenePipeline:
+def _context(scene_dir: str, options: RunOptions) -> StageContext:
     from worker.launch import resolve_blender, run_job
 
     backend = resolve_blender(options.settings.blender_bin, None)
-    return ScenePipeline(scene_dir, options, lambda job: run_job(job, backend))
+    return StageContext(scene_dir, options, lambda job: run_job(job, backend))
 
 
 def _failure(exc: IslandError) -> dict[str, Any]:
@@ -104,7 +107,7 @@ def prepare_task(scene_dir: str, options: RunOptions, batch: BatchRun,
     _worker_setup(log_dir)
     t0 = time.perf_counter()
     try:
-        flagged = _pipeline(scene_dir, options).prepare_batch(batch)
+        flagged = batch_tasks.prepare_batch(_context(scene_dir, options), batch)
     except IslandError as exc:
         if batching.retryable(exc):
             raise
@@ -118,7 +121,7 @@ def island_task(scene_dir: str, group_id: str, options: RunOptions, batch: Batch
                 key: str = "", log_dir: str | None = None) -> dict[str, Any]:
     """One island: its rounds, recorded exactly once (see island_tools.scene.batch)."""
     _worker_setup(log_dir)
-    return _pipeline(scene_dir, options).refine_island(group_id, batch, key)
+    return batch_tasks.refine_island(_context(scene_dir, options), group_id, batch, key)
 
 
 def finish_task(scene_dir: str, options: RunOptions, batch: BatchRun,
@@ -126,14 +129,14 @@ def finish_task(scene_dir: str, options: RunOptions, batch: BatchRun,
     """merge_back + finalize + eval; returns the scene's exit code and figures."""
     _worker_setup(log_dir)
     t0 = time.perf_counter()
-    pipeline = _pipeline(scene_dir, options)
+    ctx = _context(scene_dir, options)
     try:
-        code = pipeline.finish_batch(batch)
+        code = batch_tasks.finish_batch(ctx, batch)
     except IslandError as exc:
         if batching.retryable(exc):
             raise
         return _failure(exc)   # the session recorded it
-    doc = pipeline.state.doc if pipeline.state else {}
+    doc = ctx.state.doc if ctx.state else {}
     return {"ok": True, "exit_code": code, "seconds": round(time.perf_counter() - t0, 3),
             "islands_completed": list(doc.get("islands_completed", [])),
             "islands_failed": [f["id"] for f in doc.get("islands_failed", [])]}
@@ -345,7 +348,7 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
         if not path.is_dir():
             job.status, job.detail, job.exit_code = "failed", "no such scene directory", 2
             continue
-        reason = None if options.restart else ScenePipeline.finished_reason(ScenePaths(path))
+        reason = None if options.restart else batch_tasks.finished_reason(ScenePaths(path))
         if reason is None and not options.restart:
             job.status, job.exit_code = "already finished", _finished_code(path)
             job.detail = "nothing to do"

@@ -375,20 +375,20 @@ def test_dead_running_run_is_marked_failed(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ resolution
 def test_pattern_unknown_resolved_from_relation_hint_or_left_open(tmp_path: Path) -> None:
-    from island_tools.scene.pipeline import GroupPaths, RunOptions, ScenePipeline
+    from island_tools.scene.paths import GroupPaths
+    from island_tools.scene.verify_stage import resolve_pattern
 
     gp = GroupPaths(tmp_path)
     spec = {**SPEC, "member_count": 4, "pattern": "free", "free_note": "inferred"}
     atomic.write_json(gp.target_spec, spec)
-    pipeline = ScenePipeline(tmp_path, RunOptions(), run_job=lambda job: {})
     plain = parse_relation_graph({"groups": [{"id": "g", "anchor": "t",
                                               "members": ["a", "b", "c", "d"]}]}, "rg").groups[0]
-    assert pipeline._resolve_pattern(gp, plain) is None   # no default answer: stays open
+    assert resolve_pattern(gp, plain) is None   # no default answer: stays open
     assert json.loads(gp.target_spec.read_text())["pattern"] == "free"
     hinted = parse_relation_graph({"groups": [{"id": "g", "anchor": "t",
                                                "members": ["a", "b", "c", "d"],
                                                "relation": {"pattern": "L"}}]}, "rg").groups[0]
-    res = pipeline._resolve_pattern(gp, hinted)
+    res = resolve_pattern(gp, hinted)
     assert res == {**res, "source": "relation_graph", "value": "L"}
     assert json.loads(gp.target_spec.read_text())["pattern"] == "L"
 

@@ -38,22 +38,16 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import atomic, locks
 from ..errors import IslandError, WorkerError
 from ..jsonio import read_object
 from .ledger import Ledger, ProcessIdentity, utc_now
+from .paths import ISLAND_ATTEMPT, ISLAND_MARKER, GroupPaths, ScenePaths
 from .state import GROUP_COMPLETED, GROUP_FAILED, SceneState
 
-if TYPE_CHECKING:
-    from .pipeline import GroupPaths, ScenePaths
-
 MARKER_VERSION = 1
-ISLAND_MARKER = "island_done.json"
-ISLAND_ATTEMPT = "island_attempt.json"
-ISLAND_LOCK = ".island.lock"
-STATE_LOCK = ".state.lock"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

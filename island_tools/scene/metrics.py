@@ -18,7 +18,7 @@ and passed (``groups_pass`` / ``groups_fail`` / ``groups_uncertain``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,11 +27,9 @@ from ..errors import UsageError
 from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
 from ..jsonio import read_object
+from .paths import ScenePaths
 from .relation_graph import RelationGraph
 from .verify import geometry_summary, review_group
-
-if TYPE_CHECKING:
-    from .pipeline import ScenePaths
 
 
 def _read(path, what: str) -> dict[str, Any]:

@@ -1,6 +1,10 @@
 """Measure every group of the scene in its canonical frame, infer missing target specs and
 decide which groups need an island.
 
+Stage 1 of the director (``preflight`` + ``validate``): nothing is written until pre-flight
+succeeded; the gate (``validation_gate``) is ``json/island_groups.json`` matching the current
+graph structure and scene hash, with every flagged group's ``target_spec.json`` on disk.
+
 A group *needs an island* when at least one review of ``verify.review_group`` fails on the
 scene as it is (same checks and thresholds as the verify stage). A review that is only
 ``uncertain`` (a missing fact: a symmetric member, an uncheckable pattern) does not flag a
@@ -25,19 +29,27 @@ free_note      set when pattern is ``free`` or facing ``mixed`` and no hint give
 """
 from __future__ import annotations
 
+import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import frames
-from ..errors import TargetSpecError
+from .. import atomic, frames, meshcache
+from ..errors import GroupInputError, TargetSpecError, UsageError, refusal_line
 from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
+from ..iteration import sha256_file
+from ..jsonio import read_object
 from ..schemas import TargetSpec, parse_target_spec
-from .errors import RelationGraphError
-from .relation_graph import GroupSpec
+from .context import StageContext
+from .errors import RelationGraphError, SceneRefusedError
+from .paths import SCENE_BLEND
+from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
+from .state import SceneState
 from .verify import findings, geometry_summary, review_group
 
 DEFAULT_CLEARANCE_M = 0.10
@@ -154,3 +166,144 @@ def measure_group(group: GroupSpec, world: Mapping[str, np.ndarray],
     review = review_group(group.id, geometry, spec.to_dict(), axes, group.members)
     return Measured(group, m_anchor, m_inv, canonical, spec, source, axes, geometry, review,
                     overrides, unit_scale)
+
+
+@dataclass
+class Prepared:
+    """What pre-flight learned without writing anything."""
+
+    graph: RelationGraph
+    scene_sha256: str
+    state: SceneState
+    measured: dict[str, Measured] | None = None
+    scene_objects: dict[str, Any] | None = None
+    temp_dir: Path | None = None
+    validate_seconds: float = 0.0
+
+
+def preflight(ctx: StageContext) -> Prepared:
+    """Parse and check every input; measure the scene if validation must (re)run.
+
+    Writes nothing (the scene is read through the worker into a temporary directory
+    outside the scene directory).
+    """
+    graph = load_relation_graph(ctx.paths.relation_graph)
+    if not ctx.paths.scene_blend.is_file():
+        raise GroupInputError("input scene is missing", file=str(ctx.paths.scene_blend),
+                              fix=f"put the planned scene at <scene_dir>/{SCENE_BLEND}")
+    scene_sha = sha256_file(ctx.paths.scene_blend)
+    state = SceneState.load(ctx.paths.state)
+    inputs = state.doc.get("inputs") or {}
+    if state.exists and inputs and not ctx.options.restart:
+        changed = [name for name, now in (
+            ("relation_graph.json (ids/anchors/members)", graph.structure_sha256),
+            ("the input scene", scene_sha))
+                   if inputs.get("relation_graph_structure_sha256" if "relation" in name
+                          else "scene_sha256") != now]
+        if changed:
+            raise UsageError(f"{' and '.join(changed)} changed since run "
+                             f"{state.doc.get('run_id')}", file=str(ctx.paths.state),
+                             fix="pass --restart to start over (previous outputs are "
+                             "moved to previous/<UTC>/)")
+    prep = Prepared(graph, scene_sha, state)
+    if ctx.options.restart or not validation_gate(ctx, graph, scene_sha):
+        measure(ctx, prep)
+    return prep
+
+
+def validation_gate(ctx: StageContext, graph: RelationGraph, scene_sha: str) -> bool:
+    p = ctx.paths
+    if not (p.island_groups.is_file() and p.scene_objects.is_file()
+            and p.scene_meshes.is_file()):
+        return False
+    try:
+        doc = read_object(p.island_groups, UsageError, "island_groups.json", "")
+    except UsageError:
+        return False
+    if (doc.get("relation_graph_structure_sha256") != graph.structure_sha256
+        or doc.get("scene_sha256") != scene_sha):
+        return False
+    return all(p.group(g).target_spec.is_file() for g in doc["groups_needing_island"])
+
+
+def measure(ctx: StageContext, prep: Prepared) -> None:
+    t0 = time.perf_counter()
+    graph = prep.graph
+    tmp = Path(tempfile.mkdtemp(prefix="island_refine_validate_"))
+    prep.temp_dir = tmp
+    ctx.say(f"validate: reading {ctx.paths.scene_blend.name} "
+            f"({len(graph.groups)} groups in the relation graph)")
+    result = ctx.run_job({"op": "scene_read", "blend": str(ctx.paths.scene_blend),
+                          "names": graph.object_names,
+                          "export_meshes": str(tmp / "scene_meshes.npz")})
+    objects = result["objects"]
+    graph.check_against_scene({n: o["type"] for n, o in objects.items()})
+    refused = result.get("refusals") or []
+    if refused:
+        raise SceneRefusedError(refusal_line(refused), file=graph.path,
+                                field=graph.where(refused[0]["member"]))
+    unit_scale = float(result.get("unit_scale") or 1.0)
+    meshes, _ = meshcache.load(tmp / "scene_meshes.npz")
+    world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in graph.object_names}
+    props = {n: objects[n]["props"] for n in graph.object_names}
+    measured = {}
+    for g in graph.groups:
+        measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale)
+    prep.measured = measured
+    prep.scene_objects = {"blend": str(ctx.paths.scene_blend),
+                          "scene_sha256": prep.scene_sha256,
+                          "blender_version": result.get("blender_version"),
+                          "file_version": result.get("file_version"),
+                          "autoexec_fail": result.get("autoexec_fail"),
+                          "unit_scale": unit_scale,
+                          "scene": result.get("scene"),
+                          "view_layer": result.get("view_layer"),
+                          "units": result.get("units") or {},
+                          "objects": objects}
+    prep.validate_seconds = time.perf_counter() - t0
+
+
+def validate(ctx: StageContext, prep: Prepared) -> list[str]:
+    state = ctx.scene_state
+    if prep.measured is None:
+        # The artifact, not state.json, says which groups are flagged (state may be lost).
+        flagged = list(island_groups(ctx)["groups_needing_island"])
+        state.doc["groups_needing_island"] = flagged
+        for gid in flagged:
+            state.group(gid)
+        state.trace("validate:skipped:complete")
+        return flagged
+    t0 = time.perf_counter()
+    p = ctx.paths
+    p.json_dir.mkdir(exist_ok=True)
+    flagged = [gid for gid, m in prep.measured.items() if m.needs_island]
+    for gid in flagged:
+        gp = p.group(gid)
+        if gp.round_done(0):
+            continue  # already rebuilt: its target_spec.json may carry resolutions
+        gp.root.mkdir(parents=True, exist_ok=True)
+        atomic.write_json(gp.target_spec, prep.measured[gid].target_spec.to_dict())
+    assert prep.temp_dir is not None and prep.scene_objects is not None
+    atomic.copy_file(prep.temp_dir / "scene_meshes.npz", p.scene_meshes)
+    atomic.write_json(p.scene_objects, prep.scene_objects)
+    doc = {"groups_needing_island": flagged,
+           "relation_graph_structure_sha256": prep.graph.structure_sha256,
+           "scene_sha256": prep.scene_sha256,
+           "rules": "a group needs an island when any review fails on the scene as it is "
+           "(docs/SCENE_PIPELINE.md, 'validate')",
+           "groups": {gid: m.doc() for gid, m in prep.measured.items()}}
+    atomic.write_json(p.island_groups, doc)  # written last: the stage's completion gate
+    state.doc["groups_needing_island"] = flagged
+    for gid in flagged:
+        state.group(gid)
+    ctx.time("validate", prep.validate_seconds + time.perf_counter() - t0)
+    state.stage_finished("validate", 0.0)
+    state.trace("validate")
+    ctx.say(f"validate: {len(flagged)} of {len(prep.measured)} groups need an island: "
+            f"{', '.join(flagged) or 'none'}")
+    return flagged
+
+
+def island_groups(ctx: StageContext) -> dict[str, Any]:
+    return read_object(ctx.paths.island_groups, UsageError, "island_groups.json",
+                       "rerun validate")

@@ -1,0 +1,108 @@
+"""What every stage of the scene pipeline works on: the run's options and a small context.
+
+A stage is a function ``stage(ctx, ...)`` over a :class:`StageContext`: the scene's paths, the
+run's options, the injected Blender work (``run_job``) and island loop (``run_group``), the
+progress printer, and - inside a session - the run's ``state.json``, ledger, relation graph
+and run id. The director (``island_tools.scene.pipeline.ScenePipeline``) is a StageContext;
+the batch's tasks build one each.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..config import Settings
+from ..errors import UsageError
+from ..iteration import RunJob
+from .ledger import Ledger
+from .paths import ScenePaths
+from .relation_graph import RelationGraph
+from .state import SceneState
+
+RunGroup = Callable[..., Any]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    policy: str = "solver"
+    max_iter: int = 20
+    max_rounds: int = 3
+    min_delta: float = 0.01
+    timeout_s: float = 120.0
+    restart: bool = False
+    settings: Settings = field(default_factory=Settings)
+
+    def check(self) -> None:
+        if self.max_iter < 1:
+            raise UsageError(f"--max-iter must be >= 1, got {self.max_iter}")
+        if self.max_rounds < 1:
+            raise UsageError(f"--max-rounds must be >= 1, got {self.max_rounds}")
+        if not math.isfinite(self.min_delta) or self.min_delta < 0:
+            raise UsageError(f"--min-delta must be a finite number >= 0, got {self.min_delta}")
+        if not self.timeout_s > 0:
+            raise UsageError(f"--timeout-s must be > 0, got {self.timeout_s}")
+        if self.policy != "solver" and not (self.policy.startswith("command:")
+                                            and self.policy[8:].strip()):
+            raise UsageError(f"unknown policy {self.policy!r}", field="--policy",
+                             fix="use 'solver' or 'command:<shell command>'")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("restart")
+        return out
+
+
+class StageContext:
+    """The paths, options, injected work and run bookkeeping a stage function needs."""
+
+    def __init__(self, scene_dir: str | os.PathLike[str], options: RunOptions, run_job: RunJob,
+                 run_group: RunGroup | None = None, progress: Progress | None = None) -> None:
+        options.check()
+        self.paths = ScenePaths(scene_dir)
+        self.options = options
+        self.run_job = run_job
+        self._run_group = run_group
+        self.progress = progress
+        self.state: SceneState | None = None
+        self.ledger: Ledger | None = None
+        self.graph: RelationGraph | None = None
+        self.run_id = ""
+        self.exit_code = 0
+        self.input_sha_before = ""
+        self.stage_seconds: dict[str, float] = {}
+
+    def say(self, msg: str) -> None:
+        if self.progress:
+            self.progress(f"[refine_scene] {msg}")
+
+    def time(self, stage: str, seconds: float) -> None:
+        self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 4)
+        self.scene_state.add_seconds(stage, seconds)
+
+    @property
+    def run_ledger(self) -> Ledger:
+        if self.ledger is None:
+            raise UsageError("stage functions run inside ScenePipeline.session()")
+        return self.ledger
+
+    @property
+    def scene_state(self) -> SceneState:
+        if self.state is None:
+            raise UsageError("stage functions run inside ScenePipeline.session()")
+        return self.state
+
+    @property
+    def relation_graph(self) -> RelationGraph:
+        if self.graph is None:
+            raise UsageError("stage functions run inside ScenePipeline.session()")
+        return self.graph
+
+    def run_group_fn(self) -> RunGroup:
+        if self._run_group is None:
+            from ..adapter import run_group
+            self._run_group = run_group
+        return self._run_group

@@ -1,0 +1,109 @@
+"""Stage 2, rebuild_islands: cut every flagged group out of the scene into its island.
+
+Gate (``GroupPaths.rebuilt``): the island, metadata, target spec, masked.png, mesh cache,
+forward axes and ``rounds/round_0/result.json`` are on disk. One ``scene_rebuild`` job cuts
+all missing groups; each is checked (poses read back from the saved island) and committed
+from a staging directory, ``rounds/round_0/`` keeping the pristine copies.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .. import atomic, frames
+from ..errors import UsageError
+from ..iteration import sha256_file
+from ..jsonio import read_object
+from .context import StageContext
+from .errors import IntegrityError
+from .group_files import poses_doc, write_forward_axes
+from .ledger import utc_now
+from .relation_graph import GroupSpec
+
+
+def rebuild_islands(ctx: StageContext) -> None:
+    state, p = ctx.scene_state, ctx.paths
+    flagged = state.doc["groups_needing_island"]
+    todo = [g for g in flagged if not p.group(g).rebuilt()]
+    if not todo:
+        state.trace("rebuild_islands:skipped:complete" if flagged
+                    else "rebuild_islands:skipped:no_flagged_group")
+        return
+    t0 = time.perf_counter()
+    graph = ctx.graph
+    assert graph is not None
+    scene_doc = read_object(p.scene_objects, UsageError, "scene_objects.json",
+                            "rerun validate")
+    objects = scene_doc["objects"]
+    unit_scale = float(scene_doc.get("unit_scale") or 1.0)
+    jobs, planned = [], {}
+    for gid in todo:
+        g = graph.group(gid)
+        gp = p.group(gid)
+        stage = gp.root / ".rebuild.tmp"
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in g.objects}
+        m_anchor, m_inv = frames.canonical_frame(world[g.anchor], unit_scale)
+        planned[gid] = (m_anchor, m_inv, {n: m_inv @ world[n] for n in g.objects},
+                        unit_scale)
+        jobs.append({"id": gid, "anchor_id": g.anchor, "members": list(g.objects),
+                     "m_inv": frames.to_list(m_inv), "out_blend": str(stage / "island.blend"),
+                     "masked_png": str(stage / "masked.png"),
+                     "export_meshes": str(stage / "meshes.npz")})
+    ctx.say(f"rebuild_islands: {', '.join(todo)}")
+    result = ctx.run_job({"op": "scene_rebuild", "blend": str(p.scene_blend),
+                          "groups": jobs,
+                          "masked": {"resolution": ctx.options.settings.resolution,
+                                      "context": graph.object_names}})
+    for gid in todo:
+        commit_island(ctx, graph.group(gid), planned[gid], result["groups"][gid])
+        state.trace(f"rebuild_islands:{gid}")
+    ctx.time("rebuild_islands", time.perf_counter() - t0)
+    state.stage_finished("rebuild_islands", 0.0)
+
+
+def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mapping[str, Any]
+                  ) -> None:
+    m_anchor, m_inv, canonical, unit_scale = planned
+    gp = ctx.paths.group(g.id)
+    stage = gp.root / ".rebuild.tmp"
+    read_back = {n: frames.as_matrix(built["poses"][n]) for n in g.objects}
+    for n in g.objects:  # canonical poses are in metres
+        ratio, detail = frames.pose_mismatch(canonical[n], read_back[n])
+        if ratio > 1.0:
+            raise IntegrityError(f"group '{g.id}': the pose of '{n}' read back from the "
+                                 f"island differs from the planned canonical pose: "
+                                 f"{detail}", file=str(stage / "island.blend"))
+    metadata = {"anchor_id": g.anchor, "M_anchor_4x4": frames.to_list(m_anchor),
+                "M_inv_4x4": frames.to_list(m_inv), "members": list(g.objects),
+                "canonical_poses": {n: frames.to_list(read_back[n]) for n in g.objects},
+                "unit_scale": unit_scale,
+                "units": built.get("units") or {},
+                "group_id": g.id, "source_scene": str(ctx.paths.scene_blend),
+                "source_scene_sha256": ctx.input_sha_before}
+    if g.relation_label:
+        metadata["relation_label"] = g.relation_label
+    if g.forward_axis:
+        metadata["forward_axis_overrides"] = dict(g.forward_axis)
+    atomic.write_json(stage / "metadata.json", metadata)
+    round0 = gp.round(0)
+    if round0.exists():
+        shutil.rmtree(round0)
+    round0.mkdir(parents=True)
+    atomic.copy_file(stage / "island.blend", round0 / "island.blend")
+    atomic.copy_file(stage / "metadata.json", round0 / "metadata.json")
+    atomic.copy_file(gp.target_spec, round0 / "target_spec.json")
+    atomic.write_json(round0 / "poses.json", poses_doc(read_back))
+    for name in ("island.blend", "metadata.json", "masked.png", "meshes.npz"):
+        os.replace(stage / name, gp.root / name)
+    shutil.rmtree(stage, ignore_errors=True)
+    write_forward_axes(gp)
+    atomic.write_json(round0 / "result.json", {
+        "round": 0, "kind": "rebuild", "decision": "baseline",
+        "island_sha256": sha256_file(round0 / "island.blend"), "at_utc": utc_now(),
+        "materials": built.get("materials"), "masked": built.get("masked")})
+
