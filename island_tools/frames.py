@@ -136,6 +136,20 @@ def footprint_centre_local(vertices: np.ndarray) -> np.ndarray:
     return np.array([(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, 0.0])
 
 
+TALL_FRACTION = 0.75
+
+
+def seat_centre_local(vertices: np.ndarray) -> np.ndarray:
+    """Local-frame centre of the tall part (vertices in the top quarter of the height: a
+    backrest, a headboard, a cabinet's top), at z=0. Furniture is centred by it where a
+    convention says so: an L-shaped sofa by its seats, not by its chaise's bounding box."""
+    v = np.asarray(vertices, dtype=float)
+    z = v[:, 2]
+    top = v[z >= z.min() + TALL_FRACTION * float(np.ptp(z))]
+    lo, hi = top[:, :2].min(axis=0), top[:, :2].max(axis=0)
+    return np.array([(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, 0.0])
+
+
 def pivot_in_frame(pose: np.ndarray, pivot_local: np.ndarray) -> np.ndarray:
     return transform_points(pose, np.asarray(pivot_local, dtype=float)[None, :])[0]
 

@@ -29,6 +29,9 @@ import numpy as np
 
 from . import frames
 from .errors import GeometryError
+from .layout import layout_of
+from .layout import opposite as opposite_edge
+from .layout import resolve as resolve_layout
 
 Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
@@ -265,6 +268,7 @@ class _MeshData:
     bbox_corners: np.ndarray
     pivot_local: np.ndarray
     axis_local: np.ndarray | None
+    seat_local: np.ndarray = field(default_factory=lambda: np.zeros(3))
     # Identifies the mesh arrays: objects with the same digest at the same scale share a BVH.
     digest: str = ""
     bvh_scale: tuple[float, ...] | None = None
@@ -308,6 +312,7 @@ class _Anchor:
 # ("undetermined": facing is not measured and verify raises an unknown). Entries written
 # before the field existed are read by the rule the detector used then.
 SYMMETRIC_MIN_CONFIDENCE = 0.8
+PARALLEL_COS = math.cos(math.radians(30.0))   # an anchor front this close to its long axis
 SYMMETRIC_FACING_NOTE = "symmetric: facing does not apply"
 
 
@@ -354,6 +359,25 @@ def _ring_slots(ordered: list[dict[str, Any]]) -> None:
                  angle_deviation_deg=_wrap_deg(m["angle_deg"] - target))
 
 
+def _aligned_slots(ordered: list[dict[str, Any]], placed: list[_Placed], anchor: _Placed,
+                   tangent: np.ndarray, front: np.ndarray, align: str) -> None:
+    """Slots on a side edge packed against the anchor's back (or front) end: the first
+    member's footprint flush with that end, each next one SLOT_GAP_M further along."""
+    sign = 1.0 if float(tangent @ front) >= 0.0 else -1.0   # +1: t grows toward the front
+    if align == "front":
+        sign = -sign                                        # pack from the front end
+    end = float((sign * (anchor.hull @ tangent)).min())
+    order = sorted(range(len(ordered)), key=lambda i: sign * ordered[i]["t"])
+    cursor = end
+    for slot, i in enumerate(order):
+        m, u = ordered[i], sign * (placed[i].hull @ tangent)
+        lo, hi = float(u.min()), float(u.max())
+        ideal = sign * (sign * m["t"] + (cursor - lo))
+        m.update(slot=slot, slot_offset_m=m["t"], slot_target_m=ideal,
+                 slot_deviation_m=m["t"] - ideal)
+        cursor += (hi - lo) + SLOT_GAP_M
+
+
 def _edge_slots(ordered: list[dict[str, Any]], edge_length: float) -> None:
     """Ideal slots on one edge: k equal cells over S = max(L, k * (w_max + SLOT_GAP_M))."""
     k = len(ordered)
@@ -380,6 +404,11 @@ class GeometryContext:
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
         self._undetermined: set[str] = set()
+        anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
+        self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
+            else "undetermined"
+        self._anchor_axis = (_parse_axis(anchor_id, anchor_entry)
+                             if self._anchor_status == "front" else None)
         for name in [anchor_id, *self.member_ids]:
             verts, faces = meshes[name]
             axis = None if name == anchor_id else _parse_axis(name, fa_members.get(name))
@@ -409,7 +438,8 @@ class GeometryContext:
         if same is not None:
             return _MeshData(vertices=same.vertices, faces=same.faces,
                              local_hull=same.local_hull, bbox_corners=same.bbox_corners,
-                             pivot_local=same.pivot_local, axis_local=axis, digest=key)
+                             pivot_local=same.pivot_local, axis_local=axis,
+                             seat_local=same.seat_local, digest=key)
         hull = convex_hull_2d(v[:, :2])
         if len(hull) < 3:
             raise GeometryError(f"object '{name}' has a degenerate footprint "
@@ -419,7 +449,7 @@ class GeometryContext:
                             for z in (lo[2], hi[2])])
         data = _MeshData(vertices=v, faces=faces32, local_hull=hull, bbox_corners=corners,
                          pivot_local=frames.footprint_centre_local(v), axis_local=axis,
-                         digest=key)
+                         seat_local=frames.seat_centre_local(v), digest=key)
         prepared[key] = data
         return data
 
@@ -562,21 +592,34 @@ class GeometryContext:
         ring_mode = anchor.shape == "round"
         target_clearance = float(target_spec.get("clearance_m", 0.0))
         facing = str(target_spec.get("facing", ""))
+        front = self._front(placed[self.anchor_id], edges, ring_mode)
+        layout = layout_of(target_spec)
+        by_seat = bool(layout and layout["centre_on"] == "seat")
+        seats = {n: frames.pivot_in_frame(frames.as_matrix(poses[n]), self._data[n].seat_local)
+                 [:2] for n in [self.anchor_id, *self.member_ids]}
 
         members: dict[str, dict[str, Any]] = {}
         for name in self.member_ids:
-            members[name] = self._member(name, placed[name], pivots[name], yaws[name], anchor,
-                                         edges, ring_mode, facing, target_clearance)
+            m = self._member(name, placed[name], pivots[name], yaws[name], anchor, edges,
+                             ring_mode, facing, target_clearance, front)
+            self._relate(m, placed[name], placed[self.anchor_id], front, edges,
+                         seats[name] - seats[self.anchor_id] if by_seat else None)
+            members[name] = m
         pairs = self._penetrations(placed, members)
-        on_edge = self._assign_slots(members, edges, ring_mode)
+        on_edge = self._assign_slots(members, edges, ring_mode, layout, front, placed,
+                                     placed[self.anchor_id])
         spacing = self._spacing(members, on_edge, ring_mode)
         group = self._group(members, on_edge, spacing, edges, ring_mode, target_spec,
-                            target_clearance, pairs)
+                            target_clearance, pairs, layout, front)
         return {
             "iter": int(iter_index),
             "frame": "canonical",
             "units": "metres, degrees",
-            "anchor": self._anchor_doc(anchor, edges),
+            "anchor": {**self._anchor_doc(anchor, edges),
+                       "front": {"status": self._anchor_status,
+                                 "direction": _vec(front[0]) if front else None,
+                                 "edge": front[1] if front else None}},
+            "layout": layout,
             "target": {k: target_spec[k] for k in (
                 "anchor_role", "member_count", "pattern", "facing", "spacing", "clearance_m",
                 "free_note") if k in target_spec},
@@ -584,9 +627,46 @@ class GeometryContext:
             "group": group,
         }
 
+    def _front(self, anchor: _Placed, edges: dict[str, dict[str, Any]], ring_mode: bool
+               ) -> tuple[np.ndarray, str | None] | None:
+        """(the anchor's front as a canonical direction, the rect edge it points out of),
+        or None when the anchor's front is not known (forward_axes.json::anchor)."""
+        if self._anchor_axis is None:
+            return None
+        direction = _unit((anchor.rotation @ np.array([*self._anchor_axis, 0.0]))[:2])
+        if direction is None:
+            return None
+        edge = None if ring_mode else max(EDGE_ORDER, key=lambda e: float(
+            edges[e]["normal"] @ direction))
+        return direction, edge
+
+    @staticmethod
+    def _relate(m: dict[str, Any], placed: _Placed, anchor: _Placed,
+                front: tuple[np.ndarray, str | None] | None, edges: dict[str, dict[str, Any]],
+                seat_offset: np.ndarray | None) -> None:
+        """Anchor-relative measures: which side of the anchor's front the member is on, how
+        far its back sits from the anchor's back end (0 = flush with a headboard line), and
+        the slot coordinate by seat when the layout centres on seats."""
+        side, back = None, None
+        front_edge = None if front is None else front[1]
+        if front is not None and front_edge is not None and m["edge"] in edges:
+            direction = front[0]
+            side = ("front" if m["edge"] == front_edge else
+                    "back" if m["edge"] == opposite_edge(front_edge) else "side")
+            if side == "side":   # along the edge, as the aligned slots measure it
+                tangent = edges[m["edge"]]["tangent"]
+                sign = 1.0 if float(tangent @ direction) >= 0.0 else -1.0
+                back = float((sign * (placed.hull @ tangent)).min()
+                             - (sign * (anchor.hull @ tangent)).min())
+        m["anchor_side"], m["back_alignment_m"] = side, back
+        if seat_offset is not None and m["t"] is not None and m["edge"] in edges:
+            m["t"] = float(edges[m["edge"]]["tangent"] @ seat_offset)
+            m["slot_reference"] = "seat"
+
     def _member(self, name: str, placed: _Placed, centre: np.ndarray, yaw: float,
                 anchor: _Anchor, edges: dict[str, dict[str, Any]], ring_mode: bool, facing: str,
-                target_clearance: float) -> dict[str, Any]:
+                target_clearance: float,
+                front: tuple[np.ndarray, str | None] | None = None) -> dict[str, Any]:
         rel = centre - anchor.centre
         angle = math.degrees(math.atan2(rel[1], rel[0]))
         if ring_mode:
@@ -603,7 +683,8 @@ class GeometryContext:
         forward = None
         if axis is not None:
             forward = _unit((placed.rotation @ np.array([axis[0], axis[1], 0.0]))[:2])
-        target, error, note = self._facing(facing, forward, inward, anchor, axis is None)
+        target, error, note = self._facing(facing, forward, inward, anchor, axis is None,
+                                           None if front is None else front[0])
         if axis is None and name in self._undetermined and facing != "mixed":
             note = ("front undetermined: facing is not measured (forward_axes.json; declare "
                     "the front with a forward_axis override)")
@@ -623,7 +704,7 @@ class GeometryContext:
 
     @staticmethod
     def _facing(facing: str, forward: np.ndarray | None, inward: np.ndarray | None,
-                anchor: _Anchor, symmetric: bool
+                anchor: _Anchor, symmetric: bool, anchor_front: np.ndarray | None = None
                 ) -> tuple[np.ndarray | None, float | None, str | None]:
         if facing == "mixed":
             return None, None, "mixed: see free_note"
@@ -633,7 +714,11 @@ class GeometryContext:
             target = None if inward is None else -inward
         elif facing == "parallel_to_anchor_long_axis":
             long_dir = np.array([1.0, 0.0] if anchor.long_axis == "x" else [0.0, 1.0])
-            target = long_dir if forward is None or forward @ long_dir >= 0.0 else -long_dir
+            if anchor_front is not None and abs(float(anchor_front @ long_dir)) >= PARALLEL_COS:
+                # resolved against the anchor's front: nightstands face the way the bed does
+                target = long_dir if anchor_front @ long_dir > 0.0 else -long_dir
+            else:
+                target = long_dir if forward is None or forward @ long_dir >= 0.0 else -long_dir
         else:
             return None, None, f"unknown facing '{facing}'"
         if symmetric:
@@ -661,16 +746,27 @@ class GeometryContext:
 
     @staticmethod
     def _assign_slots(members: dict[str, dict[str, Any]], edges: dict[str, dict[str, Any]],
-                      ring_mode: bool) -> dict[str, list[str]]:
-        """Edge -> member names in slot order; fills each member's slot fields."""
+                      ring_mode: bool, layout: Mapping[str, Any] | None = None,
+                      front: tuple[np.ndarray, str | None] | None = None,
+                      placed: Mapping[str, _Placed] | None = None,
+                      anchor: _Placed | None = None) -> dict[str, list[str]]:
+        """Edge -> member names in slot order; fills each member's slot fields. A layout
+        that aligns the side edges packs their members against the anchor's back (or
+        front) end instead of spreading them (``layout.align``)."""
         on_edge: dict[str, list[str]] = {}
         for name, m in members.items():
             on_edge.setdefault(m["edge"], []).append(name)
+        align = (layout or {}).get("align", "centre")
         for edge, names in on_edge.items():
             key = "angle_deg" if ring_mode else "t"
             names.sort(key=lambda n: (members[n][key], n))
             if ring_mode:
                 _ring_slots([members[n] for n in names])
+            elif (align != "centre" and front is not None and front[1] is not None
+                  and edge not in (front[1], opposite_edge(front[1]))
+                  and placed is not None and anchor is not None):
+                _aligned_slots([members[n] for n in names], [placed[n] for n in names],
+                               anchor, edges[edge]["tangent"], front[0], align)
             else:
                 _edge_slots([members[n] for n in names], edges[edge]["length_m"])
         return on_edge
@@ -695,6 +791,23 @@ class GeometryContext:
         return {"mode": "edges", "per_edge_max_deviation_m": per_edge,
                 "max_deviation_m": max(per_edge.values()) if per_edge else None,
                 "ring_gap_cv": None, "ring_gaps_deg": None}
+
+    @staticmethod
+    def _layout_pattern(layout: Mapping[str, Any], on_edge: dict[str, list[str]],
+                        edges: dict[str, dict[str, Any]], ring_mode: bool,
+                        front: tuple[np.ndarray, str | None] | None) -> dict[str, Any]:
+        """A free pattern given as a layout (``island_tools.layout``): checkable by edges."""
+        counts = {e: len(on_edge.get(e, [])) for e in EDGE_ORDER}
+        if ring_mode:
+            return {"expected": None, "observed": {"ring": len(on_edge.get("ring", []))},
+                    "match": None, "note": "round anchor: a layout by edges is not checkable"}
+        expected = resolve_layout(layout, edges, None if front is None else front[1])
+        if expected is None:
+            return {"expected": None, "observed": counts, "match": None, "needs": "anchor_front",
+                    "note": "the layout is relative to the anchor's front, which is "
+                            "undetermined (forward_axes.json::anchor)"}
+        return {"expected": expected, "observed": counts, "match": counts == expected,
+                "note": f"layout {dict(layout)}"}
 
     @staticmethod
     def _pattern(pattern: str, on_edge: dict[str, list[str]], members: dict[str, dict[str, Any]],
@@ -744,7 +857,8 @@ class GeometryContext:
     def _group(self, members: dict[str, dict[str, Any]], on_edge: dict[str, list[str]],
                spacing: dict[str, Any], edges: dict[str, dict[str, Any]],
                ring_mode: bool, target_spec: Mapping[str, Any], target_clearance: float,
-               pairs: int) -> dict[str, Any]:
+               pairs: int, layout: Mapping[str, Any] | None = None,
+               front: tuple[np.ndarray, str | None] | None = None) -> dict[str, Any]:
         errors = [m["facing_error_deg"] for m in members.values()
                   if m["facing_error_deg"] is not None]
         clear_err = [abs(m["clearance_error_m"]) for m in members.values()]
@@ -754,8 +868,11 @@ class GeometryContext:
             "member_count": {"observed": len(members), "target": target_count,
                              "match": target_count == len(members)},
             "edge_counts": {e: len(on_edge.get(e, [])) for e in edge_names},
-            "pattern": self._pattern(str(target_spec.get("pattern", "")), on_edge, members,
-                                     edges, ring_mode),
+            "pattern": (self._layout_pattern(layout, on_edge, edges, ring_mode, front)
+                        if layout is not None and target_spec.get("pattern") in ("free",
+                                                                                  "cluster")
+                        else self._pattern(str(target_spec.get("pattern", "")), on_edge,
+                                           members, edges, ring_mode)),
             "spacing": spacing,
             "facing_error_max_deg": _num(max(errors)) if errors else None,
             "facing_error_mean_deg": _num(sum(errors) / len(errors)) if errors else None,
@@ -812,6 +929,9 @@ class GeometryContext:
             "angle_deg": _num(m["angle_deg"]),
             "angle_target_deg": opt(m["angle_target_deg"]),
             "angle_deviation_deg": opt(m["angle_deviation_deg"]),
+            "anchor_side": m.get("anchor_side"),
+            "back_alignment_m": opt(m.get("back_alignment_m")),
+            "slot_reference": m.get("slot_reference", "footprint"),
         }
 
 

@@ -41,6 +41,7 @@ class TargetSpec:
     spacing: str
     clearance_m: float
     free_note: str | None = None
+    layout: dict[str, Any] | None = None   # island_tools.layout (optional extension)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -50,6 +51,8 @@ class TargetSpec:
         }
         if self.free_note is not None:
             out["free_note"] = self.free_note
+        if self.layout is not None:
+            out["layout"] = dict(self.layout)
         return out
 
 
@@ -83,8 +86,16 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
     if n_members is not None and count != n_members:
         raise bad("member_count", f"is {count} but metadata.json lists {n_members} members "
                                   "besides the anchor")
+    layout = None
+    if doc.get("layout") is not None:
+        from .layout import LayoutError, parse_layout
+
+        try:
+            layout = parse_layout(doc["layout"], count)
+        except LayoutError as exc:
+            raise bad("layout", str(exc)) from None
     return TargetSpec(role, count, doc["pattern"], doc["facing"], doc["spacing"],
-                      float(clearance), note)
+                      float(clearance), note, layout)
 
 
 def load_target_spec(path: Path, n_members: int | None) -> TargetSpec:

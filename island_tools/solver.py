@@ -88,7 +88,7 @@ import itertools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -96,9 +96,18 @@ import numpy as np
 from . import frames
 from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 from .errors import GroupInputError
-from .geometry import EDGE_ORDER, SLOT_GAP_M, convex_hull_2d, convex_signed_distance
+from .geometry import (
+    EDGE_ORDER,
+    PARALLEL_COS,
+    SLOT_GAP_M,
+    convex_hull_2d,
+    convex_signed_distance,
+)
 from .iteration import FORWARD_AXES, Group, load_current_poses, load_meshes
 from .jsonio import read_object
+from .layout import layout_of, parse_note
+from .layout import opposite as opposite_edge
+from .layout import resolve as resolve_layout
 
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1
@@ -144,15 +153,12 @@ def parse_mixed_facing(note: str, names: list[str]) -> dict[str, str | None]:
 
 
 def parse_free_quotas(note: str, member_count: int) -> dict[str, int] | None:
-    """Edge counts named in a free_note ("2 chairs on -y, 1 at the +x end"), if they add up."""
-    quotas: dict[str, int] = {}
-    for count, edge in _QUOTA.findall(note.lower()):
-        if edge in quotas:
-            return None
-        quotas[edge] = int(count)
-    if not quotas or sum(quotas.values()) != member_count or 0 in quotas.values():
+    """Canonical edge counts named in a free_note ("2 chairs on -y, 1 at the +x end"), if
+    they add up (``island_tools.layout.parse_note`` reads the other regular forms too)."""
+    layout = parse_note(note, member_count)
+    if not layout or not any(e in layout for e in EDGE_ORDER):
         return None
-    return quotas
+    return {e: int(layout[e]) for e in EDGE_ORDER if layout.get(e)}
 
 
 # --------------------------------------------------------------------------- 2-D helpers
@@ -335,6 +341,7 @@ class _MeshData:
     local_hull: np.ndarray
     pivot_local: np.ndarray
     axis_local: np.ndarray | None
+    seat_local: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,9 @@ class _Anchor:
     long_dir: np.ndarray
     hull: np.ndarray
     edges: dict[str, _Edge]
+    front: np.ndarray | None = None     # the anchor's front (geometry.json::anchor.front)
+    front_edge: str | None = None
+    seat: np.ndarray | None = None      # the anchor's seat centre (layout centre_on seat)
 
 
 @dataclass(frozen=True)
@@ -364,6 +374,7 @@ class _Member:
     forward: np.ndarray | None
     edge: str                   # geometry.json's current edge
     penetrating: bool
+    seat_rel: np.ndarray = field(default_factory=lambda: np.zeros(2))  # seat centre - pivot
 
 
 @dataclass(frozen=True)
@@ -410,7 +421,8 @@ class Solver:
             if name != anchor_id and axes.get(name, {}).get("axis_local") is not None:
                 axis = np.asarray(axes[name]["axis_local"], dtype=float)
             self._mesh[name] = _MeshData(v, convex_hull_2d(v[:, :2]),
-                                         frames.footprint_centre_local(v), axis)
+                                         frames.footprint_centre_local(v), axis,
+                                         frames.seat_centre_local(v))
         facing = self.spec["facing"]
         if facing == "mixed":
             self._facing = parse_mixed_facing(self.spec.get("free_note") or "", self.member_ids)
@@ -418,6 +430,7 @@ class Solver:
             self._facing = {n: facing for n in self.member_ids}
         self.clearance_m = float(self.spec["clearance_m"]) + (
             LOOSE_EXTRA_M if self.spec["spacing"] == "loose" else 0.0)
+        self.layout = layout_of(self.spec)
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -452,9 +465,13 @@ class Solver:
                                 float(e["length_m"]), e["role"],
                                 float(normal @ (np.asarray(e["midpoint"]) - centre)))
         long_dir = np.array([1.0, 0.0] if doc["long_axis"] == "x" else [0.0, 1.0])
+        front = (doc.get("front") or {}).get("direction")
+        pose = np.asarray(poses[self.anchor_id])
         return _Anchor(doc["shape"] == "round", centre, long_dir,
-                       self._footprint(self.anchor_id, np.asarray(poses[self.anchor_id])),
-                       edges)
+                       self._footprint(self.anchor_id, pose), edges,
+                       None if front is None else np.asarray(front, dtype=float),
+                       (doc.get("front") or {}).get("edge"),
+                       frames.pivot_in_frame(pose, self._mesh[self.anchor_id].seat_local)[:2])
 
     def _members(self, poses: Mapping[str, np.ndarray], geometry: Mapping[str, Any]
                  ) -> dict[str, _Member]:
@@ -470,8 +487,9 @@ class Solver:
                 f = (rot @ np.array([data.axis_local[0], data.axis_local[1], 0.0]))[:2]
                 norm = float(np.linalg.norm(f))
                 forward = f / norm if norm > 1e-12 else None
+            seat = frames.pivot_in_frame(pose, data.seat_local)[:2]
             out[name] = _Member(name, pivot, self._footprint(name, pose) - pivot, forward,
-                                geometry["members"][name]["edge"], name in hot)
+                                geometry["members"][name]["edge"], name in hot, seat - pivot)
         return out
 
     # ----------------------------------------------------------------- targets
@@ -483,6 +501,10 @@ class Solver:
             want = inward
         elif mode == "away_from_anchor":
             want = -inward
+        elif anchor.front is not None and abs(float(anchor.front @ anchor.long_dir)) \
+                >= PARALLEL_COS:
+            # resolved against the anchor's front, as geometry.json measures it
+            want = anchor.long_dir if anchor.front @ anchor.long_dir > 0 else -anchor.long_dir
         else:
             want = anchor.long_dir if m.forward @ anchor.long_dir >= 0 else -anchor.long_dir
         return _signed_angle_deg(m.forward, want)
@@ -491,17 +513,48 @@ class Solver:
         yaw = self._yaw_to(m, -edge.normal, anchor)
         return yaw, _rotate(m.hull_rel, yaw)
 
+    def _aligned(self, edge: _Edge, anchor: _Anchor) -> float | None:
+        """+1/-1 when the layout packs this (side) edge toward the anchor's back or front
+        end (the direction the packing runs along the tangent), else None."""
+        align = (self.layout or {}).get("align", "centre")
+        if (align == "centre" or anchor.front is None or anchor.front_edge is None
+                or edge.name in (anchor.front_edge, opposite_edge(anchor.front_edge))):
+            return None
+        sign = 1.0 if float(edge.tangent @ anchor.front) >= 0.0 else -1.0
+        return -sign if align == "front" else sign
+
     def _edge_targets(self, edge: _Edge, ordered: list[_Member], anchor: _Anchor
                       ) -> dict[str, _Target]:
-        """Geometry's even slots on one edge, at the clearance target."""
+        """Geometry's slots on one edge, at the clearance target: even slots (by footprint
+        centre, or by seat when the layout centres on seats), or packed against the
+        anchor's back or front end when the layout aligns the side edges."""
         posed = {m.name: self._edge_hull(m, edge, anchor) for m in ordered}
+        sign = self._aligned(edge, anchor)
+        out = {}
+        if sign is not None:
+            order = sorted(ordered, key=lambda m: sign * float(edge.tangent @ m.pivot))
+            cursor = float((sign * (anchor.hull @ edge.tangent)).min())
+            for m in order:
+                yaw, hull = posed[m.name]
+                u = sign * (hull @ edge.tangent)
+                along = sign * (cursor - float(u.min()))
+                base = anchor.centre + edge.tangent * (along - float(edge.tangent
+                                                                     @ anchor.centre))
+                r = _solve_offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
+                out[m.name] = _Target(edge.name, base + r * edge.normal, yaw, hull)
+                cursor += float(np.ptp(u)) + SLOT_GAP_M
+            return out
+        by_seat = bool(self.layout and self.layout["centre_on"] == "seat")
+        origin = anchor.seat if by_seat and anchor.seat is not None else anchor.centre
         widths = [np.ptp(posed[m.name][1] @ edge.tangent) for m in ordered]
         k = len(ordered)
         span = max(edge.length, k * (max(widths) + SLOT_GAP_M))
-        out = {}
         for i, m in enumerate(ordered):
             yaw, hull = posed[m.name]
-            base = anchor.centre + edge.tangent * (-span / 2.0 + span * (i + 0.5) / k)
+            seat = _rotate(m.seat_rel[None, :], yaw)[0] if by_seat else np.zeros(2)
+            t = -span / 2.0 + span * (i + 0.5) / k - float(edge.tangent @ seat)
+            base = anchor.centre + edge.tangent * (t + float(edge.tangent
+                                                             @ (origin - anchor.centre)))
             r = _solve_offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
             out[m.name] = _Target(edge.name, base + r * edge.normal, yaw, hull)
         return out
@@ -536,10 +589,11 @@ class Solver:
         if pattern == "L" and k >= 2:
             return [{ex: q, ey: k - q} for ex in ("+x", "-x") for ey in ("+y", "-y")
                     for q in range(1, k)], False
-        if pattern == "free":
-            quotas = parse_free_quotas(self.spec.get("free_note") or "", k)
-            if quotas:
-                return [quotas], False
+        if self.layout is not None and pattern in ("free", "cluster"):
+            edges = {e: {"role": anchor.edges[e].role} for e in EDGE_ORDER}
+            counts = resolve_layout(self.layout, edges, anchor.front_edge)
+            if counts is not None:
+                return [{e: q for e, q in counts.items() if q}], False
         return [], False   # cluster and the documented fallbacks: keep every member's edge
 
     def _approx_slot(self, m: _Member, edge: _Edge, t: float, depth_before: float,

@@ -120,7 +120,23 @@ def scenarios() -> Iterator[tuple[str, dict, dict, dict, dict]]:
             yield f"{'round' if round_ else 'rect'}-{case}", meshes, poses, spec, axes
 
 
+# Fields geometry.json gained after the reference was recorded (anchor-relative measures and
+# the layout); the reference pins every other value.
+ADDED_SINCE_REFERENCE = {"top": ("layout",), "anchor": ("front",),
+                         "member": ("anchor_side", "back_alignment_m", "slot_reference")}
+
+
+def _reference_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in doc.items() if k not in ADDED_SINCE_REFERENCE["top"]}
+    out["anchor"] = {k: v for k, v in doc["anchor"].items()
+                     if k not in ADDED_SINCE_REFERENCE["anchor"]}
+    out["members"] = {n: {k: v for k, v in m.items() if k not in ADDED_SINCE_REFERENCE["member"]}
+                      for n, m in doc["members"].items()}
+    return out
+
+
 def digest(docs: list[dict[str, Any]]) -> str:
+    docs = [_reference_fields(d) for d in docs]
     text = json.dumps(docs, sort_keys=True, allow_nan=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

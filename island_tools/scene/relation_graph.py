@@ -35,6 +35,7 @@ from typing import Any
 
 from ..errors import TargetSpecError
 from ..jsonio import read_object
+from ..layout import LayoutError, parse_layout
 from ..schemas import FACINGS, PATTERNS, SPACINGS, TargetSpec, parse_target_spec
 from .errors import RelationGraphError
 
@@ -43,7 +44,8 @@ MAX_ID_LEN = 64
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_KEYS = {"version", "groups", "description"}
 _GROUP_KEYS = {"id", "anchor", "members", "relation", "target_spec", "forward_axis"}
-HINT_KEYS = ("anchor_role", "pattern", "facing", "spacing", "clearance_m", "free_note")
+HINT_KEYS = ("anchor_role", "pattern", "facing", "spacing", "clearance_m", "free_note",
+             "layout")
 _AXIS_WORDS = {"+x", "-x", "+y", "-y", "symmetric", "none"}
 FIX = "edit inputs/relation_graph.json (schema: docs/SCENE_PIPELINE.md)"
 
@@ -153,6 +155,12 @@ def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
         if key in ("anchor_role", "free_note") and (not isinstance(value, str)
                                                     or not value.strip()):
             raise _err(f, f"group '{gid}': must be a non-empty string", file)
+        if key == "layout":
+            try:
+                parse_layout(value)
+            except LayoutError as exc:
+                raise _err(f, f"group '{gid}': {exc}", file,
+                           "see island_tools/layout.py for the layout forms") from None
     return dict(hints)
 
 

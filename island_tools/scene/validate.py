@@ -44,6 +44,7 @@ from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
 from ..iteration import sha256_file
 from ..jsonio import read_object
+from ..layout import convention
 from ..schemas import TargetSpec, parse_target_spec
 from .context import StageContext
 from .errors import RelationGraphError, SceneRefusedError
@@ -112,13 +113,33 @@ def infer_target_spec(group: GroupSpec, anchor_shape: str, anchor_ratio: float) 
     return doc
 
 
+def apply_convention(doc: dict[str, Any], group: GroupSpec) -> dict[str, Any]:
+    """The furniture convention of ``anchor_role`` (``island_tools.layout.convention``: a bed's
+    nightstands beside its headboard, a desk chair at the kneehole, seats before a TV stand)
+    where the relation graph gives no pattern, layout or facing of its own."""
+    hinted = set(group.relation)
+    if "layout" in doc or hinted & {"pattern", "layout"}:
+        return doc
+    found = convention(str(doc.get("anchor_role", "")), len(group.members))
+    if found is None:
+        return doc
+    layout, facing, note = found
+    out = {**doc, "pattern": "free", "layout": layout}
+    if "facing" not in hinted:
+        out["facing"] = facing
+    out.setdefault("free_note", f"convention: {note}")
+    return out
+
+
 def resolve_target_spec(group: GroupSpec, anchor_shape: str, anchor_ratio: float,
                         file: str) -> tuple[TargetSpec, str]:
     if group.target_spec is not None:
         return group.target_spec, "relation_graph.target_spec"
     doc = infer_target_spec(group, anchor_shape, anchor_ratio)
     doc.update(group.relation)
-    source = "inferred" + ("+relation_hints" if group.relation else "")
+    doc = apply_convention(doc, group)
+    source = "inferred" + ("+relation_hints" if group.relation else "") + (
+        "+convention" if doc.get("layout") and "layout" not in group.relation else "")
     if (doc["pattern"] == "free" or doc["facing"] == "mixed") and not doc.get("free_note"):
         doc["free_note"] = (f"inferred: {len(group.members)} members around a {anchor_shape} "
                             f"anchor; pattern '{doc['pattern']}', facing '{doc['facing']}'")

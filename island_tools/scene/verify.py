@@ -186,7 +186,21 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
     else:
         pattern_item = _pattern_item(gid, group, target_spec, resolved.get(pattern_uid))
         items.append(pattern_item)
-        if pattern_item["verdict"] == "uncertain":
+        anchor_id = str((geometry.get("anchor") or {}).get("id") or gid)
+        front_uid = unknown_id("forward_axis", anchor_id)
+        if (pattern_item["verdict"] == "uncertain"
+                and (group.get("pattern") or {}).get("needs") == "anchor_front"):
+            if front_uid not in resolved:
+                unknowns.append({
+                    "id": front_uid, "kind": "forward_axis", "owner_id": gid,
+                    "owner_kind": "group", "target_id": anchor_id, "review_id": "pattern",
+                    "status": "open",
+                    "question": f"Which local axis is the front of the anchor '{anchor_id}' "
+                                f"(group '{gid}')? The layout is relative to it. Answer with "
+                                f"relation_graph.json groups[].forward_axis.{anchor_id} (+X, "
+                                "-X, +Y, -Y or [x, y]), or the object's custom property "
+                                "forward_axis."})
+        elif pattern_item["verdict"] == "uncertain":
             unknowns.append({
                 "id": pattern_uid, "kind": "pattern", "owner_id": gid, "owner_kind": "group",
                 "target_id": gid, "review_id": "pattern", "status": "open",
@@ -296,9 +310,12 @@ def _pattern_item(gid: str, group: Mapping[str, Any], spec: Mapping[str, Any],
         return _item("pattern", "pass", f"not applicable: {resolution.get('note')}",
                      "constraint", gid, gid, evidence={**ev, "applicable": False,
                                                        "resolution": dict(resolution)})
+    fix = ("declare the anchor's front with relation_graph.json groups[].forward_axis"
+           if pattern.get("needs") == "anchor_front" else
+           "declare a checkable pattern or a layout with relation_graph.json "
+           "groups[].relation")
     return _item("pattern", "uncertain", f"pattern '{spec.get('pattern')}' cannot be checked: "
-                                         f"{pattern.get('note')}; declare a checkable pattern "
-                                         "with relation_graph.json groups[].relation.pattern",
+                                         f"{pattern.get('note')}; {fix}",
                  "constraint", gid, gid,
                  FAMILIES["pattern"], confidence=0.5, evidence=ev)
 
