@@ -32,6 +32,8 @@ from .errors import GeometryError
 from .layout import layout_of
 from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
+from .obstacles import Context as ObstacleContext
+from .obstacles import distances as obstacle_distances
 
 Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
@@ -394,7 +396,8 @@ def _edge_slots(ordered: list[dict[str, Any]], edge_length: float) -> None:
 class GeometryContext:
     """Per-group cache: build hulls/pivots/BVHs once, then :meth:`compute` per iteration."""
 
-    def __init__(self, meshes: Meshes, anchor_id: str, forward_axes: Mapping[str, Any]) -> None:
+    def __init__(self, meshes: Meshes, anchor_id: str, forward_axes: Mapping[str, Any],
+                 context: Meshes | None = None) -> None:
         if anchor_id not in meshes:
             raise GeometryError(f"anchor '{anchor_id}' has no mesh")
         self.anchor_id = anchor_id
@@ -403,6 +406,8 @@ class GeometryContext:
         self._data: dict[str, _MeshData] = {}
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
+        self._context = ObstacleContext(context) if context else None
+        self._obstacle_bvhs: dict[tuple[str, tuple[float, float]], fcl.CollisionObject] = {}
         self._undetermined: set[str] = set()
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
@@ -606,11 +611,15 @@ class GeometryContext:
                          seats[name] - seats[self.anchor_id] if by_seat else None)
             members[name] = m
         pairs = self._penetrations(placed, members)
+        obstacles = self._obstacles(placed, members)
         on_edge = self._assign_slots(members, edges, ring_mode, layout, front, placed,
                                      placed[self.anchor_id])
         spacing = self._spacing(members, on_edge, ring_mode)
         group = self._group(members, on_edge, spacing, edges, ring_mode, target_spec,
                             target_clearance, pairs, layout, front)
+        group["obstacles"] = obstacles
+        group["obstacle_penetrations"] = sum(1 for m in members.values()
+                                             if m["obstacle_penetrations"])
         return {
             "iter": int(iter_index),
             "frame": "canonical",
@@ -728,6 +737,41 @@ class GeometryContext:
         if forward is None:
             return target, None, "forward axis is vertical at this pose"
         return target, _angle_between_deg(forward, target), None
+
+    def _obstacles(self, placed: dict[str, _Placed], members: dict[str, dict[str, Any]]
+                   ) -> list[str]:
+        """Each member against the island's fixed context (``island_tools.obstacles``):
+        ``obstacle_clearance_m`` (signed floor-plane distance to the nearest obstacle's part
+        in the band), ``nearest_obstacle``, and ``obstacle_penetrations`` where the
+        footprints overlap by more than 5 mm AND fcl finds the meshes intersecting (a chair
+        tucked under another group's table top overlaps it in plan, not in space)."""
+        for m in members.values():
+            m.update(obstacle_clearance_m=None, nearest_obstacle=None, obstacle_penetrations={})
+        if self._context is None:
+            return []
+        floor = placed[self.anchor_id].z_range[0]
+        top = max(p.z_range[1] for p in placed.values())
+        band = self._context.band(floor, top)
+        by_name = {ob.name: ob for ob in band}
+        for name, m in members.items():
+            found = obstacle_distances(placed[name].hull, band)
+            if not found:
+                continue
+            nearest = min(found, key=found.__getitem__)
+            m["obstacle_clearance_m"], m["nearest_obstacle"] = found[nearest], nearest
+            obj = self._collision_object(placed[name])
+            for other, d in found.items():
+                if d >= -PENETRATION_MIN_DEPTH_M:
+                    continue
+                key = (other, (round(floor, 6), round(top, 6)))
+                if key not in self._obstacle_bvhs:
+                    ob = by_name[other]
+                    self._obstacle_bvhs[key] = fcl.CollisionObject(_bvh(ob.vertices, ob.faces),
+                                                                   fcl.Transform())
+                request, result = fcl.CollisionRequest(), fcl.CollisionResult()
+                if fcl.collide(obj, self._obstacle_bvhs[key], request, result) > 0:
+                    m["obstacle_penetrations"][other] = -d
+        return [ob.name for ob in band]
 
     def _penetrations(self, placed: dict[str, _Placed],
                       members: dict[str, dict[str, Any]]) -> int:
@@ -929,6 +973,10 @@ class GeometryContext:
             "angle_deg": _num(m["angle_deg"]),
             "angle_target_deg": opt(m["angle_target_deg"]),
             "angle_deviation_deg": opt(m["angle_deviation_deg"]),
+            "obstacle_clearance_m": opt(m.get("obstacle_clearance_m")),
+            "nearest_obstacle": m.get("nearest_obstacle"),
+            "obstacle_penetrations": {k: _num(v) for k, v in
+                                      sorted((m.get("obstacle_penetrations") or {}).items())},
             "anchor_side": m.get("anchor_side"),
             "back_alignment_m": opt(m.get("back_alignment_m")),
             "slot_reference": m.get("slot_reference", "footprint"),
@@ -937,7 +985,7 @@ class GeometryContext:
 
 def compute_geometry(meshes: Meshes, poses: Mapping[str, Any], anchor_id: str,
                      target_spec: Mapping[str, Any], forward_axes: Mapping[str, Any],
-                     iter_index: int) -> dict[str, Any]:
+                     iter_index: int, context: Meshes | None = None) -> dict[str, Any]:
     """One-shot :meth:`GeometryContext.compute` (builds the BVHs; prefer a context in loops)."""
-    return GeometryContext(meshes, anchor_id, forward_axes).compute(poses, target_spec,
-                                                                     iter_index)
+    return GeometryContext(meshes, anchor_id, forward_axes, context).compute(
+        poses, target_spec, iter_index)

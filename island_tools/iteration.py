@@ -44,6 +44,7 @@ RunJob = Callable[[dict[str, Any]], dict[str, Any]]
 REFINER_DIR = "simple_refiner"
 INFO_NOTES = "INFO ONLY — score-based gating has been removed from the island-refiner."
 MESH_CACHE = "meshes.npz"
+CONTEXT_CACHE = "context.npz"   # fixed context near the group, canonical frame (optional)
 FORWARD_AXES = "forward_axes.json"
 # Blender stores matrix_world in float32: a read-back pose matches what was applied to ~1e-6 m.
 READBACK_TOL_M = 1e-4
@@ -177,6 +178,18 @@ def load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
     return meshes, props
 
 
+def load_context(group: Group) -> meshcache.Meshes | None:
+    """The group's fixed context (``context.npz``, canonical frame), or None without one."""
+    from .obstacles import load
+
+    path = group.root / CONTEXT_CACHE
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise GroupInputError(f"context cache unreadable: {exc}", file=str(path),
+                              fix="rebuild the island (island-refine run --restart)") from exc
+
+
 def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
                   ) -> dict[str, Any]:
     """forward_axes.json: computed once per group and cached; overrides win."""
@@ -202,8 +215,10 @@ def _render_job(settings: Settings, axes: dict[str, Any], group: Group) -> dict[
     group's mesh cache (each unit is drawn from the geometry that is measured)."""
     known = {name: entry["axis_local"] for name, entry in axes.get("members", {}).items()
              if isinstance(entry, dict) and entry.get("axis_local")}
+    context = group.root / CONTEXT_CACHE
     return {**settings.render_job(), "forward_axes": known,
-            "meshes_npz": str(group.root / MESH_CACHE)}
+            "meshes_npz": str(group.root / MESH_CACHE),
+            "context_npz": str(context) if context.is_file() else None}
 
 
 def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
@@ -212,7 +227,7 @@ def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
 
     try:
         doc = compute_geometry(meshes, poses, group.metadata.anchor_id,
-                               group.target_spec.to_dict(), axes, n)
+                               group.target_spec.to_dict(), axes, n, load_context(group))
         doc["scene_unit_scale"] = group.metadata.unit_scale
         return doc
     except IslandError:

@@ -103,11 +103,14 @@ from .geometry import (
     convex_hull_2d,
     convex_signed_distance,
 )
-from .iteration import FORWARD_AXES, Group, load_current_poses, load_meshes
+from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
 from .jsonio import read_object
 from .layout import layout_of, parse_note
 from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
+from .obstacles import Context as ObstacleContext
+from .obstacles import Obstacle
+from .obstacles import distances as obstacle_distances
 
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1
@@ -115,6 +118,8 @@ TRANSIT_MARGIN_M = 0.02
 VERIFY_NUDGE_M = 0.01
 LOOSE_EXTRA_M = 0.02
 BACKOFF_STEPS = 16
+OBSTACLE_TOL_M = 0.005      # deeper into the fixed context than this is "inside" it
+BLOCKED_SLOT_COST_PER_M = 1.0e4  # m^2 per metre inside: a blocked slot loses to any free one
 PATTERN_COUNTS = {"2+2+1": 5, "2+2+1+1": 6}
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
@@ -409,7 +414,8 @@ class Solver:
     """One group's solver: meshes, axes and the target spec are fixed; poses change."""
 
     def __init__(self, meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,
-                 forward_axes: Mapping[str, Any], target_spec: Mapping[str, Any]) -> None:
+                 forward_axes: Mapping[str, Any], target_spec: Mapping[str, Any],
+                 context: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         self.anchor_id = anchor_id
         self.spec = dict(target_spec)
         self.member_ids = sorted(n for n in meshes if n != anchor_id)
@@ -431,13 +437,23 @@ class Solver:
         self.clearance_m = float(self.spec["clearance_m"]) + (
             LOOSE_EXTRA_M if self.spec["spacing"] == "loose" else 0.0)
         self.layout = layout_of(self.spec)
+        self._context = ObstacleContext(context) if context else None
+        self._band: list[Obstacle] = []
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
         meshes, _ = load_meshes(group)
         axes = read_object(group.root / FORWARD_AXES, GroupInputError, "forward_axes.json",
                            "rerun init_iter0.py")
-        return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict())
+        return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict(),
+                   load_context(group))
+
+    def _obstacle_depth(self, hull: np.ndarray) -> float:
+        """How deep a footprint sits inside the fixed context (0 when clear of it)."""
+        if not self._band:
+            return 0.0
+        found = obstacle_distances(hull, self._band)
+        return max(0.0, -min(found.values(), default=0.0))
 
     def decide_from_disk(self, group: Group, n: int, phase: Phase) -> dict[str, Any]:
         """Decide iteration n from iteration n-1's current_state.json and geometry.json."""
@@ -596,6 +612,19 @@ class Solver:
                 return [{e: q for e, q in counts.items() if q}], False
         return [], False   # cluster and the documented fallbacks: keep every member's edge
 
+    def _slot_cost(self, m: _Member, edge: _Edge, t: float, depth_before: float,
+                   anchor: _Anchor) -> float:
+        """Squared distance to a slot, plus a prohibitive cost for a slot inside the fixed
+        context (a wall, another group), growing with the depth: configurations that avoid
+        it win, and where none can, the one that goes least deep."""
+        point = self._approx_slot(m, edge, t, depth_before, anchor)
+        cost = float(np.sum((m.pivot - point) ** 2))
+        if self._band:
+            depth = self._obstacle_depth(self._edge_hull(m, edge, anchor)[1] + point)
+            if depth > OBSTACLE_TOL_M:   # when every configuration is blocked: the least deep
+                cost += BLOCKED_SLOT_COST_PER_M * depth
+        return cost
+
     def _approx_slot(self, m: _Member, edge: _Edge, t: float, depth_before: float,
                      anchor: _Anchor) -> np.ndarray:
         """Where the member would sit in a slot (for the assignment cost; exact comes later)."""
@@ -622,9 +651,8 @@ class Solver:
                         slots.append((e, j, 0.0, j * (d + SLOT_GAP_M)))
                     else:
                         slots.append((e, j, -span / 2.0 + span * (j + 0.5) / q, 0.0))
-            cost = np.array([[float(np.sum((members[n].pivot - self._approx_slot(
-                members[n], anchor.edges[e], t, before, anchor)) ** 2))
-                for e, _, t, before in slots] for n in names])
+            cost = np.array([[self._slot_cost(members[n], anchor.edges[e], t, before, anchor)
+                              for e, _, t, before in slots] for n in names])
             pick = min_cost_assignment(cost)
             total = float(sum(cost[i, j] for i, j in enumerate(pick)))
             if best is None or total < best[0] - 1e-12:
@@ -731,6 +759,8 @@ class Solver:
         by_name = {p.name: p for p in plans}
         rank = {p.name: i for i, p in enumerate(plans)}   # plans come worst first
         anchor_now = {p.name: _distance(now[p.name], anchor.hull) for p in plans}
+        obstacle_now = {p.name: self._obstacle_depth(now[p.name]) if self._band else 0.0
+                        for p in plans}
         pair_now: dict[tuple[str, str], float] = {}
         names = sorted(members)
 
@@ -749,6 +779,9 @@ class Solver:
                 if ends[n] is not None and (_distance(hulls[n], anchor.hull)
                                             < min(anchor_now[n], 0.0) - _EPS):
                     victims.add(n)
+                elif ends[n] is not None and self._band and (
+                        self._obstacle_depth(hulls[n]) > obstacle_now[n] + _EPS):
+                    victims.add(n)   # never deeper into a wall or another group
             for i, a in enumerate(names):
                 for b in names[i + 1:]:
                     if ends[a] is None and ends[b] is None:
@@ -818,6 +851,12 @@ class Solver:
                phase: Phase | None = None) -> dict[str, Any]:
         """The decision ``{"members", "converged", "reason_summary"}`` for iteration n."""
         phase = phase or phase_for(n, len(self.member_ids))
+        if self._context is not None:
+            heights = [frames.transform_points(np.asarray(poses[k], dtype=float),
+                                               self._mesh[k].vertices)[:, 2]
+                       for k in [self.anchor_id, *self.member_ids]]
+            self._band = self._context.band(float(heights[0].min()),
+                                            float(max(h.max() for h in heights)))
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
         targets = self._targets(members, anchor)

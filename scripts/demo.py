@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The bundled example, end to end: build a fixture island from the real CC0 assets, run
-init_iter0, let the greedy geometric agent write transforms.json for a few iterations, step
-each one with iter_step.py (a fresh process, exactly as an agent calls it), and print where
-the renders and geometry are.
+"""The bundled example, end to end: build a fixture island from the real CC0 assets and let
+the product's own loop refine it - ``scripts/agent.py run --policy solver``: init_iter0, the
+built-in solver's decisions checked by the adapter against the contract and the magnitude
+policy, every iteration stepped by iter_step, the convergence gate, the final iteration
+promoted - then print each iteration's measured geometry and where the renders are.
 
     .venv/bin/python scripts/demo.py [--fixture long_table_6] [--variant turned_90]
-                                     [--iters 5] [--out out/demo] [--blender-bin PATH]
+                                     [--max-iter 20] [--out out/demo] [--blender-bin PATH]
 """
 from __future__ import annotations
 
@@ -18,9 +19,6 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from island_tools import atomic  # noqa: E402
-from island_tools.greedy_agent import propose, transforms_doc  # noqa: E402
-from island_tools.iteration import sha256_file  # noqa: E402
 
 
 def _run(script: str, *args: str) -> None:
@@ -72,7 +70,7 @@ def _main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixture", default="long_table_6")
     ap.add_argument("--variant", default="turned_90")
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--max-iter", type=int, default=20)
     ap.add_argument("--out", default=str(REPO_ROOT / "out" / "demo"))
     ap.add_argument("--blender-bin", default=None)
     args = ap.parse_args()
@@ -81,35 +79,27 @@ def _main() -> int:
     from worker.launch import resolve_blender
 
     assets_dir()
-
     backend = resolve_blender(args.blender_bin, None)
     group = build_fixture(args.fixture, args.variant, args.out, backend=backend)
     print(f"demo: built {group} with {backend.describe()}")
-    flags = ["--group-dir", str(group), "--quiet"]
+    flags = ["--group-dir", str(group), "--quiet", "--max-iter", str(args.max_iter)]
     if args.blender_bin:
         flags += ["--blender-bin", args.blender_bin]
-    _run("init_iter0.py", *flags)
+    _run("agent.py", "run", "--policy", "solver", *flags)
     refiner = group / "simple_refiner"
-    geometry = json.loads((refiner / "iter_0" / "geometry.json").read_text())
-    print(f"iter 0: {_summary(geometry)}")
-    for n in range(1, args.iters + 1):
-        decision = propose(geometry, n)
-        iter_dir = refiner / f"iter_{n}"
-        iter_dir.mkdir(exist_ok=True)
-        image = refiner / f"iter_{n - 1}" / "render_bev.png"
-        atomic.write_json(iter_dir / "transforms.json",
-                          transforms_doc(decision, n, sha256_file(image)))
-        _run("iter_step.py", *flags, "--iter", str(n))
-        geometry = json.loads((iter_dir / "geometry.json").read_text())
+    run = json.loads((refiner / "run.json").read_text())
+    final = int(run["final_iter"])
+    for n in range(final + 1):
+        geometry = json.loads((refiner / f"iter_{n}" / "geometry.json").read_text())
         print(f"iter {n}: {_summary(geometry)}")
-    last = refiner / f"iter_{args.iters}"
+    last = refiner / f"iter_{final}"
     summary = _montage(refiner / "iter_0", last, group / "demo_summary.png")
     print("\ndemo: outputs")
     print(f"  before/after: {summary}")
     print(f"  renders : {last / 'render_persp.png'}")
     print(f"            {last / 'render_bev.png'}")
     print(f"  geometry: {last / 'geometry.json'}")
-    print(f"  all iterations: {refiner}")
+    print(f"  the run : {refiner / 'run.json'} (stop reason: {run.get('stop_reason')})")
     return 0
 
 

@@ -123,13 +123,18 @@ def scenarios() -> Iterator[tuple[str, dict, dict, dict, dict]]:
 # Fields geometry.json gained after the reference was recorded (anchor-relative measures and
 # the layout); the reference pins every other value.
 ADDED_SINCE_REFERENCE = {"top": ("layout",), "anchor": ("front",),
-                         "member": ("anchor_side", "back_alignment_m", "slot_reference")}
+                         "group": ("obstacles", "obstacle_penetrations"),
+                         "member": ("anchor_side", "back_alignment_m", "slot_reference",
+                                    "obstacle_clearance_m", "nearest_obstacle",
+                                    "obstacle_penetrations")}
 
 
 def _reference_fields(doc: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in doc.items() if k not in ADDED_SINCE_REFERENCE["top"]}
     out["anchor"] = {k: v for k, v in doc["anchor"].items()
                      if k not in ADDED_SINCE_REFERENCE["anchor"]}
+    out["group"] = {k: v for k, v in doc["group"].items()
+                    if k not in ADDED_SINCE_REFERENCE["group"]}
     out["members"] = {n: {k: v for k, v in m.items() if k not in ADDED_SINCE_REFERENCE["member"]}
                       for n, m in doc["members"].items()}
     return out

@@ -179,6 +179,56 @@ def test_members_do_not_overlap(world: World, variant: str) -> None:
     assert not bad, f"{variant}: member footprints overlap:\n  " + "\n  ".join(bad)
 
 
+def _solid_obstacles(phase: Phase, truth: dict, gid: str) -> dict:
+    """What a member of ``gid`` must not stand in: the scene's static objects that rise above
+    the floor (walls, boxes; not the floor itself) and the other groups' units."""
+    out = {}
+    for name in truth.get("static", []):
+        key = f"{name}|verts"
+        if key in phase.arrays and len(phase.arrays[key]) \
+                and np.ptp(phase.arrays[key][:, 2]) * phase.unit_scale > 0.05:
+            out[name] = phase.footprint(name)
+    for other, g in truth["groups"].items():
+        if other != gid:
+            for root in [g["anchor"], *g["members"]]:
+                out[root] = phase.footprint(root)
+    return out
+
+
+@pytest.mark.parametrize("variant", REFINE_VARIANTS)
+def test_no_member_inside_a_wall_or_another_group(world: World, variant: str) -> None:
+    truth, after = world.truth(variant), world.phase(variant, "after")
+    bad = []
+    for gid, g in truth["groups"].items():
+        solid = _solid_obstacles(after, truth, gid)
+        for m in g["members"]:
+            foot = after.footprint(m)
+            for name, shape in solid.items():
+                area = foot.intersection(shape).area * after.unit_scale ** 2
+                if area > 1e-4:
+                    bad.append(f"{m} overlaps {name} by {area:.4f} m2")
+    assert not bad, f"{variant}:\n  " + "\n  ".join(bad) + world.repro(variant)
+
+
+def test_a_wall_blocked_end_and_a_chair_in_the_wall(world: World) -> None:
+    """walls_and_neighbours: the input really has a chair in the wall and one at the end that
+    is too close to the other wall; the merged scene has neither, and the pipeline's context
+    saw the walls and the neighbouring group."""
+    truth = world.truth("walls_and_neighbours")
+    before = world.phase("walls_and_neighbours", "before")
+    solid = _solid_obstacles(before, truth, "dining")
+    assert before.footprint("dining.chair_4").intersection(solid["wall_north"]).area > 1e-3
+    scene = world.scene("walls_and_neighbours")
+    meta = json.loads((scene / "relation_groups/dining/metadata.json").read_text())
+    assert {"wall_north", "wall_west", "lounge.sofa"} <= set(meta["context_objects"])
+    assert "floor" in meta["context_objects"]          # drawn, but never an obstacle
+    final = _final_geometry(scene, "dining")
+    assert final is not None and final["group"]["obstacle_penetrations"] == 0
+    assert "floor" not in final["group"]["obstacles"]
+    ends = {m["edge"] for m in final["members"].values()} & {"+x", "-x"}
+    assert ends == {"+x"}                               # the west end is blocked by its wall
+
+
 @pytest.mark.parametrize("variant", REFINE_VARIANTS)
 def test_units_move_rigidly_with_their_root(world: World, variant: str) -> None:
     """Roots keep their parent, scale and uprightness; every other object of a unit keeps its

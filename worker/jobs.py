@@ -7,7 +7,9 @@
     "members": [all object names, anchor included], "anchor_id": str,
     "poses": {name: 4x4} | null,
     "render": {"engine", "resolution", "samples", "forward_axes"?: {name: "-Y" | [x, y]},
-               "meshes_npz"?: the group's mesh cache (units drawn from it)} | null,
+               "meshes_npz"?: the group's mesh cache (units drawn from it),
+               "context_npz"?: its fixed context, canonical frame (drawn, never moved)}
+              | null,
     "export_meshes": <npz path> | null}``
 
     ``members`` are furniture unit roots (``worker.units``). Opens ``blend`` (scripts
@@ -140,7 +142,8 @@ def _step(job: Mapping) -> dict:
                                    resolution=int(render.get("resolution", 512)),
                                    samples=render.get("samples"),  # None: engine default
                                    forward_axes=render.get("forward_axes"),
-                                   unit_meshes=_unit_meshes(render.get("meshes_npz")))
+                                   unit_meshes=_unit_meshes(render.get("meshes_npz")),
+                                   context_meshes=_unit_meshes(render.get("context_npz")))
         timings["render"] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t_all

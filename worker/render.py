@@ -78,6 +78,8 @@ PALETTE = [
     (0.10, 0.05, 0.45),  # navy
 ]
 ANCHOR_COLOR = (0.5, 0.5, 0.5)
+CONTEXT_COLOR = (0.80, 0.74, 0.62)   # walls, other groups, bystanders: fixed, a sand tone
+CONTEXT_FLOOR_BAND_M = 0.02          # floors and rugs of the context are not drawn
 FLOOR_COLOR = (0.9, 0.9, 0.9)
 ARROW_COLOR = (0.01, 0.01, 0.01)
 BACKGROUND_COLOR = (0.9, 0.9, 0.9)  # scene-linear; ~0.95 in the PNG
@@ -296,7 +298,8 @@ def _render_to(scene, final: Path) -> float:
 def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Sequence[str],
                  engine: str = "workbench", resolution: int = 512, samples: int | None = None,
                  forward_axes: Mapping[str, object] | None = None,
-                 unit_meshes: Mapping[str, tuple] | None = None) -> dict:
+                 unit_meshes: Mapping[str, tuple] | None = None,
+                 context_meshes: Mapping[str, tuple] | None = None) -> dict:
     """Render both views into ``out_dir``; see the module docstring. Returns paths + camera data.
 
     ``members`` are unit roots. ``forward_axes``: optional ``{member: local forward}`` ("-Y",
@@ -304,6 +307,8 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
     pointing to its front. ``samples`` None: the engine's default (``DEFAULT_SAMPLES``).
     ``unit_meshes``: ``{root: (vertices, triangles)}`` in the root's local frame (the group's
     mesh cache); units missing from it are evaluated from the open file.
+    ``context_meshes``: the island's fixed context (walls, other groups, bystanders) in the
+    frame of the open file, drawn in ``CONTEXT_COLOR`` (not what frames the views).
     """
     t_start = time.perf_counter()
     engine = str(engine).lower()
@@ -369,6 +374,17 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
             proxy.color = (*colors[name], 1.0)
             scene.collection.objects.link(proxy)
             created += [(bpy.data.objects, proxy), (bpy.data.meshes, pmesh)]
+        floor_z = float(world_verts[anchor_id][:, 2].min())
+        for name, (verts, tris) in sorted((context_meshes or {}).items()):
+            verts, tris = np.asarray(verts, dtype=float), np.asarray(tris)
+            keep = verts[tris][:, :, 2].max(axis=1) > floor_z + CONTEXT_FLOOR_BAND_M
+            if not keep.any():
+                continue
+            cmesh = proxy_mesh(f"{_TMP}_context_{name}", verts, tris[keep])
+            cobj = bpy.data.objects.new(cmesh.name, cmesh)
+            cobj.color = (*CONTEXT_COLOR, 1.0)
+            scene.collection.objects.link(cobj)
+            created += [(bpy.data.objects, cobj), (bpy.data.meshes, cmesh)]
         _configure_output(scene, resolution)
         world = _new_world(_TMP, BACKGROUND_COLOR, CYCLES_AMBIENT)
         created.append((bpy.data.worlds, world))

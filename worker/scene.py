@@ -71,7 +71,15 @@ from .blend_io import (
 from .build import material
 from .meshes import collect_units, export_meshes, object_props
 from .meshes import summary as mesh_summary
-from .units import ancestors, instanced_collections, proxy_mesh, unit_geometry, unit_objects
+from .units import (
+    ancestors,
+    context_owners,
+    instanced_collections,
+    owner_boxes,
+    proxy_mesh,
+    unit_geometry,
+    unit_objects,
+)
 
 OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
 MASKED_MARGIN_M = 1.0
@@ -160,8 +168,16 @@ def scene_read(job: Mapping) -> dict:
     members = unit_objects(roots)
     for root, objs in members.items():
         units.setdefault(root, {})["objects"] = [o.name for o in objs]
+    context = job.get("context") or {}
+    owners = None
+    if context.get("export") and not found:
+        to_units = 1.0 / scene_unit_scale()   # the job's distances are in metres
+        owners = read_context(context.get("groups") or {}, roots,
+                              float(context.get("reach_m") or 0.0) * to_units,
+                              float(context.get("above_m") or 0.0) * to_units,
+                              str(context["export"]))
     return {"op": "scene_read", "blend": blend, "objects": objects, "missing": missing,
-            "meshes": meshes, "units": units, "refusals": found,
+            "meshes": meshes, "units": units, "refusals": found, "context_owners": owners,
             "unit_scale": scene_unit_scale(), "scene": bpy.context.scene.name,
             "view_layer": layer.name if layer is not None else None, **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
@@ -283,12 +299,18 @@ def _exclude_instance_sources(collections, unit_parts: set[str]) -> None:
         todo.extend(lc.children)
 
 
-def _cut_island(blend: str, group: Mapping) -> dict:
-    """Open the scene, keep only the group's units in the canonical frame, save, read back.
+def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
+    """Open the scene, keep the group's units (and its fixed context) in the canonical frame,
+    save, read back.
 
     Unit roots lose their parents (the island is flat at the root level) and get
     ``matrix_world = m_inv @ world``; every other object of a unit keeps its parent and local
     transform, so it follows its root exactly; collections the units instance stay instanced.
+    Context objects (walls, other groups' units, bystanders near the group:
+    ``context_objects``, chosen at validation by ``scene_read``) come along the same way,
+    their constraints and animation cleared so they stay where they are; they are never
+    moved, and what measures them is the geometry validation took in the scene
+    (``context.npz``), not the island's copy.
     The island's scene is in metres (``unit_scale`` 1): ``m_inv`` carries the scene's unit
     scale."""
     open_blend(blend)
@@ -299,22 +321,31 @@ def _cut_island(blend: str, group: Mapping) -> dict:
         raise GroupInputError(f"group '{group['id']}': object(s) {missing} not in the scene",
                               file=blend)
     _refresh()
-    units = {r: [o.name for o in members] for r, members in unit_objects(roots).items()}
+    shown = [n for n in group.get("context_objects") or []
+             if objs.get(n) is not None and objs[n].library is None]
+    present = [n for n in all_roots if objs.get(n) is not None]
+    all_units = unit_objects([*present, *roots, *shown])
+    units = {r: [o.name for o in all_units[r]] for r in roots}
     unit_parts = {n for members in units.values() for n in members}
-    collections = instanced_collections([objs[n] for n in unit_parts])
-    keep = set(unit_parts)
+    placed = [*roots, *shown]
+    placed_parts = {o.name for r in placed for o in all_units[r]}
+    keep = set(placed_parts)
+    collections = instanced_collections([objs[n] for n in keep])
     for coll in collections:
         for o in coll.all_objects:
             keep.update([o.name, *(a.name for a in ancestors(o))])
-    world = {n: objs[n].matrix_world.copy() for n in roots}
+    world = {n: objs[n].matrix_world.copy() for n in placed}
     m_inv = group["m_inv"]
-    for n in roots:
+    for n in shown:
+        objs[n].constraints.clear()
+        objs[n].animation_data_clear()
+    for n in placed:
         objs[n].parent = None
-    for n in roots:
+    for n in placed:
         objs[n].matrix_world = m_inv @ world[n]
     for o in [o for o in objs if o.name not in keep]:
         objs.remove(o, do_unlink=True)
-    _exclude_instance_sources(collections, unit_parts)
+    _exclude_instance_sources(collections, placed_parts)
     bpy.context.scene.unit_settings.scale_length = 1.0
     _refresh()
     out = os.path.abspath(group["out_blend"])
@@ -328,10 +359,34 @@ def _cut_island(blend: str, group: Mapping) -> dict:
     if group.get("export_meshes"):
         meshes = export_meshes(roots, os.path.abspath(group["export_meshes"]))
     return {"out_blend": out, "poses": read_poses(roots), "objects": names,
-            "units": units,
+            "units": units, "context_objects": shown,
             "materials": {o.name: [s.material.name for s in o.material_slots if s.material]
-                          for o in bpy.data.objects if hasattr(o, "material_slots")},
+                          for o in bpy.data.objects if o.name in unit_parts
+                          and hasattr(o, "material_slots")},
             "meshes": meshes}
+
+
+def read_context(groups: Mapping[str, Sequence[str]], all_roots: Sequence[str], reach: float,
+                 above: float, out_npz: str) -> dict[str, list[str]]:
+    """Per group, the owners of the open scene near it (``units.context_owners``: walls,
+    other groups' units, bystanders), and their evaluated triangles in WORLD coordinates
+    into ``out_npz`` (mesh-cache format), taken once in the scene as it is."""
+    present = [n for n in dict.fromkeys(all_roots) if bpy.data.objects.get(n) is not None]
+    boxes = owner_boxes(present)
+    owners = {gid: context_owners(roots, boxes, reach, above) for gid, roots in groups.items()}
+    union = sorted({n for names in owners.values() for n in names})
+    geometry = unit_geometry([*present, *union]) if union else {}
+    world = {}
+    for name in union:
+        g = geometry.get(name)
+        if g is None or not len(g.triangles):
+            continue
+        m = np.array(bpy.data.objects[name].matrix_world, dtype=float)
+        world[name] = (g.vertices @ m[:3, :3].T + m[:3, 3], g.triangles)
+    meshcache.save(out_npz, world, {}, {n: {"frame": "world", "role": "context",
+                                           "triangles": int(len(t))}
+                                       for n, (_, t) in world.items()})
+    return {gid: [n for n in names if n in world] for gid, names in owners.items()}
 
 
 def scene_rebuild(job: Mapping) -> dict:
@@ -344,11 +399,11 @@ def scene_rebuild(job: Mapping) -> dict:
     groups = [_group_entry(g) for g in raw]
     masked_cfg = job.get("masked") or {}
     info = open_blend(blend)
-    masked = render_masked(groups, list(masked_cfg.get("context") or []),
-                           int(masked_cfg.get("resolution", 256)))
+    all_roots = list(masked_cfg.get("context") or [])
+    masked = render_masked(groups, all_roots, int(masked_cfg.get("resolution", 256)))
     out = {}
     for g in groups:
-        out[g["id"]] = {**_cut_island(blend, g), "masked": masked.get(g["id"])}
+        out[g["id"]] = {**_cut_island(blend, g, all_roots), "masked": masked.get(g["id"])}
     return {"op": "scene_rebuild", "blend": blend, "groups": out, **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
 

@@ -388,6 +388,55 @@ def geometry_refusals(geometry: Mapping[str, UnitGeometry]) -> list[dict]:
             for root, g in geometry.items() if not len(g.triangles)]
 
 
+# --------------------------------------------------------------------------- context
+def owner_boxes(all_roots: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """World bounding box (lo, hi) of every *owner* in the view layer: a unit root for the
+    objects of a unit (what it instances included), else the object itself (an instancer
+    owns its instances). Evaluated bounds, rendered objects only; one depsgraph pass."""
+    units = unit_objects(all_roots)
+    owner = {o.name: root for root, objs in units.items() for o in objs}
+    boxes: dict[str, list[np.ndarray]] = {}
+    with revealed([o for objs in units.values() for o in objs]):
+        bpy.context.view_layer.update()
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        for inst in depsgraph.object_instances:
+            ob = inst.object
+            top = inst.parent.original if inst.is_instance else ob.original
+            source = ob.original if inst.is_instance else top
+            if ob.type in NO_GEOMETRY_TYPES or source.hide_render:
+                continue
+            corners = np.array([tuple(c) for c in ob.bound_box], dtype=float)
+            m = _np(inst.matrix_world)
+            pts = corners @ m[:3, :3].T + m[:3, 3]
+            boxes.setdefault(owner.get(top.name, top.name), []).append(pts)
+    return {n: (np.vstack(p).min(axis=0), np.vstack(p).max(axis=0)) for n, p in boxes.items()}
+
+
+def context_owners(group_roots: Sequence[str], boxes: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                   reach: float, above: float) -> list[str]:
+    """Owners (``owner_boxes``) that are not the group's and come within ``reach`` (floor
+    plane) of where the group's members are or could be - around the anchor (the first
+    root) by the largest member's size - between the group's floor and ``above`` over its
+    top: walls, other groups' units and bystanders a member could run into."""
+    mine = [boxes[r] for r in group_roots if r in boxes]
+    if not mine or group_roots[0] not in boxes:
+        return []
+    size = max((float(np.linalg.norm(boxes[r][1][:2] - boxes[r][0][:2]))
+                for r in group_roots[1:] if r in boxes), default=0.0)
+    alo, ahi = boxes[group_roots[0]]
+    grown = (np.r_[alo[:2] - size, alo[2]], np.r_[ahi[:2] + size, ahi[2]])
+    lo = np.min([b[0] for b in [*mine, grown]], axis=0)
+    hi = np.max([b[1] for b in [*mine, grown]], axis=0)
+    out = []
+    for name, (blo, bhi) in boxes.items():
+        if name in group_roots:
+            continue
+        gap = np.maximum(np.maximum(blo[:2] - hi[:2], lo[:2] - bhi[:2]), 0.0)
+        if float(np.hypot(*gap)) <= reach and bhi[2] >= lo[2] and blo[2] <= hi[2] + above:
+            out.append(name)
+    return sorted(out)
+
+
 # --------------------------------------------------------------------------- proxies
 def proxy_mesh(name: str, vertices: np.ndarray, triangles: np.ndarray):
     """A plain mesh datablock from arrays (``foreach_set``: fast on 200k triangles)."""

@@ -27,6 +27,8 @@ from ..errors import UsageError
 from ..forward_axis import forward_axes_document
 from ..geometry import GeometryContext
 from ..jsonio import read_object
+from ..obstacles import load as load_context
+from ..obstacles import to_frame
 from .paths import ScenePaths
 from .relation_graph import RelationGraph
 from .verify import geometry_summary, review_group
@@ -42,6 +44,20 @@ def _figures(geometry: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str
             "verdict": review["summary"]["verdict"],
             "not_measured": review["summary"]["not_measured"],
             "violation_score": review["violation_score"]}
+
+
+def _moved(context: Mapping[str, tuple[np.ndarray, np.ndarray]], objects: Mapping[str, Any],
+           after: Mapping[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Context triangles (world, as validated) with every unit root that merge-back moved
+    carried along to its merged pose."""
+    out = {}
+    for name, (verts, tris) in context.items():
+        if name in after:
+            move = frames.as_matrix(after[name]) @ np.linalg.inv(
+                frames.as_matrix(objects[name]["matrix_world"]))
+            verts = np.asarray(verts) @ move[:3, :3].T + move[:3, 3]
+        out[name] = (verts, tris)
+    return out
 
 
 def _scene_level(groups: list[tuple[dict, dict, dict]]) -> dict[str, Any]:
@@ -77,6 +93,8 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
     scene_doc = _read(paths.scene_objects, "scene_objects.json")
     objects = scene_doc["objects"]
     unit_scale = float(scene_doc.get("unit_scale") or 1.0)
+    owners = scene_doc.get("context_owners") or {}
+    context_world = load_context(paths.scene_context) or {}
     merged = _read(paths.merge_report, "merge_back.json")
     validated = _read(paths.island_groups, "island_groups.json")["groups"]
     meshes, _ = meshcache.load(paths.scene_meshes)
@@ -97,7 +115,7 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
                              .get("forward_axis_overrides", {}))
         group_meshes = {n: meshes[n] for n in g.objects}
         axes = forward_axes_document(group_meshes, g.anchor, overrides)
-        context = GeometryContext(group_meshes, g.anchor, axes)
+        near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
         gstate = state["groups"].get(g.id, {})
         resolved = {u["id"]: u["resolution"] for u in gstate.get("unknowns", [])
                     if u.get("status") == "resolved"}
@@ -115,6 +133,11 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
         for column in ("before", "after"):
             world = world_before if column == "before" else {
                 n: frames.as_matrix(merged["after_poses"][n]) for n in g.objects}
+            # other groups' units in the context are where that column has them: a moved
+            # member of one group is checked against the other groups' members as merged
+            obstacles = to_frame(_moved(near, objects, merged["after_poses"])
+                                 if column == "after" else near, near, m_inv)
+            context = GeometryContext(group_meshes, g.anchor, axes, obstacles or None)
             geometry = context.compute({n: m_inv @ world[n] for n in g.objects}, spec, 0)
             review = review_group(g.id, geometry, spec, axes, g.members, resolved)
             figures = _figures(geometry, review)

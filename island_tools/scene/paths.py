@@ -35,6 +35,7 @@ class ScenePaths:
         self.island_groups = self.json_dir / "island_groups.json"
         self.scene_objects = self.json_dir / "scene_objects.json"
         self.scene_meshes = self.json_dir / "scene_meshes.npz"
+        self.scene_context = self.json_dir / "scene_context.npz"   # world frame
         self.merge_report = self.json_dir / "merge_back.json"
         self.finalization = self.json_dir / "finalization.json"
         self.groups_dir = self.root / "relation_groups"
@@ -57,6 +58,7 @@ class GroupPaths:
         self.masked = root / "masked.png"
         self.forward_axes = root / "forward_axes.json"
         self.meshes = root / "meshes.npz"
+        self.context = root / "context.npz"
         self.verification = root / "verification.json"
         self.rounds = root / "rounds"
         self.island_done = root / ISLAND_MARKER      # batch: the island's result

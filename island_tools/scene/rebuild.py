@@ -2,8 +2,10 @@
 
 Gate (``GroupPaths.rebuilt``): the island, metadata, target spec, masked.png, mesh cache,
 forward axes and ``rounds/round_0/result.json`` are on disk. One ``scene_rebuild`` job cuts
-all missing groups; each is checked (poses read back from the saved island) and committed
-from a staging directory, ``rounds/round_0/`` keeping the pristine copies.
+all missing groups, each with its fixed context (``context.npz``: walls, other groups'
+units and bystanders validation found near it, never moved, never merged back); each is
+checked (poses read back from the saved island) and committed from a staging directory,
+``rounds/round_0/`` keeping the pristine copies.
 """
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .. import atomic, frames
+from .. import atomic, frames, meshcache
 from ..errors import UsageError
-from ..iteration import sha256_file
+from ..iteration import CONTEXT_CACHE, sha256_file
 from ..jsonio import read_object
+from ..obstacles import load as load_context
+from ..obstacles import to_frame
 from .context import StageContext
 from .errors import IntegrityError
 from .group_files import poses_doc, write_forward_axes
@@ -39,6 +43,7 @@ def rebuild_islands(ctx: StageContext) -> None:
                             "rerun validate")
     objects = scene_doc["objects"]
     unit_scale = float(scene_doc.get("unit_scale") or 1.0)
+    owners = scene_doc.get("context_owners") or {}
     jobs, planned = [], {}
     for gid in todo:
         g = graph.group(gid)
@@ -53,12 +58,13 @@ def rebuild_islands(ctx: StageContext) -> None:
         jobs.append({"id": gid, "anchor_id": g.anchor, "members": list(g.objects),
                      "m_inv": frames.to_list(m_inv), "out_blend": str(stage / "island.blend"),
                      "masked_png": str(stage / "masked.png"),
-                     "export_meshes": str(stage / "meshes.npz")})
+                     "export_meshes": str(stage / "meshes.npz"),
+                     "context_objects": list(owners.get(gid, []))})
     ctx.say(f"rebuild_islands: {', '.join(todo)}")
     result = ctx.run_job({"op": "scene_rebuild", "blend": str(p.scene_blend),
                           "groups": jobs,
                           "masked": {"resolution": ctx.options.settings.resolution,
-                                      "context": graph.object_names}})
+                                     "context": graph.object_names}})
     for gid in todo:
         commit_island(ctx, graph.group(gid), planned[gid], result["groups"][gid])
         state.trace(f"rebuild_islands:{gid}")
@@ -83,6 +89,7 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
                 "canonical_poses": {n: frames.to_list(read_back[n]) for n in g.objects},
                 "unit_scale": unit_scale,
                 "units": built.get("units") or {},
+                "context_objects": list(built.get("context_objects") or []),
                 "group_id": g.id, "source_scene": str(ctx.paths.scene_blend),
                 "source_scene_sha256": ctx.input_sha_before}
     if g.relation_label:
@@ -90,6 +97,8 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
     if g.forward_axis:
         metadata["forward_axis_overrides"] = dict(g.forward_axis)
     atomic.write_json(stage / "metadata.json", metadata)
+    world = load_context(ctx.paths.scene_context) or {}
+    meshcache.save(stage / CONTEXT_CACHE, to_frame(world, metadata["context_objects"], m_inv))
     round0 = gp.round(0)
     if round0.exists():
         shutil.rmtree(round0)
@@ -98,7 +107,7 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
     atomic.copy_file(stage / "metadata.json", round0 / "metadata.json")
     atomic.copy_file(gp.target_spec, round0 / "target_spec.json")
     atomic.write_json(round0 / "poses.json", poses_doc(read_back))
-    for name in ("island.blend", "metadata.json", "masked.png", "meshes.npz"):
+    for name in ("island.blend", "metadata.json", "masked.png", "meshes.npz", CONTEXT_CACHE):
         os.replace(stage / name, gp.root / name)
     shutil.rmtree(stage, ignore_errors=True)
     write_forward_axes(gp)

@@ -45,6 +45,8 @@ from ..geometry import GeometryContext
 from ..iteration import sha256_file
 from ..jsonio import read_object
 from ..layout import convention
+from ..obstacles import load as load_context
+from ..obstacles import to_frame
 from ..schemas import TargetSpec, parse_target_spec
 from .context import StageContext
 from .errors import RelationGraphError, SceneRefusedError
@@ -54,6 +56,8 @@ from .state import SceneState
 from .verify import findings, geometry_summary, review_group
 
 DEFAULT_CLEARANCE_M = 0.10
+CONTEXT_REACH_M = 1.5    # objects this close to a group's units (floor plane) are its context
+CONTEXT_ABOVE_M = 0.5    # ... up to this far above its top (not the ceiling, not high lamps)
 LONG_TABLE_MIN_RATIO = 1.5
 ROW_MAX_MEMBERS = 3
 
@@ -160,11 +164,14 @@ def _provisional_spec(k: int) -> dict[str, Any]:
 def measure_group(group: GroupSpec, world: Mapping[str, np.ndarray],
                   meshes: Mapping[str, tuple[np.ndarray, np.ndarray]],
                   props: Mapping[str, Mapping[str, Any]], graph_file: str,
-                  unit_scale: float = 1.0) -> Measured:
+                  unit_scale: float = 1.0,
+                  context_world: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
+                  ) -> Measured:
     """Canonical poses (metres), target spec, forward axes, geometry and review of one group.
 
-    Units are upright here: the worker refuses a tilted unit root before anything is
-    measured (``worker.units``)."""
+    ``context_world``: the group's fixed context (walls, other groups' units, bystanders) in
+    world coordinates; the geometry measures members against it. Units are upright here:
+    the worker refuses a tilted unit root before anything is measured (``worker.units``)."""
     m_anchor, m_inv = frames.canonical_frame(world[group.anchor], unit_scale)
     canonical = {n: m_inv @ world[n] for n in group.objects}
     group_meshes = {n: meshes[n] for n in group.objects}
@@ -177,7 +184,8 @@ def measure_group(group: GroupSpec, world: Mapping[str, np.ndarray],
         raise RelationGraphError(f"group '{group.id}': bad forward-axis override: {exc}",
                                  file=graph_file,
                                  field=f"groups[{group.index}].forward_axis") from None
-    context = GeometryContext(group_meshes, group.anchor, axes)
+    obstacles = to_frame(context_world, context_world, m_inv) if context_world else None
+    context = GeometryContext(group_meshes, group.anchor, axes, obstacles)
     provisional = context.compute(canonical, _provisional_spec(len(group.members)), 0)
     anchor = provisional["anchor"]
     half = anchor.get("half_extents_m") or [1.0, 1.0]
@@ -256,7 +264,10 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
             f"({len(graph.groups)} groups in the relation graph)")
     result = ctx.run_job({"op": "scene_read", "blend": str(ctx.paths.scene_blend),
                           "names": graph.object_names,
-                          "export_meshes": str(tmp / "scene_meshes.npz")})
+                          "export_meshes": str(tmp / "scene_meshes.npz"),
+                          "context": {"groups": {g.id: list(g.objects) for g in graph.groups},
+                                      "reach_m": CONTEXT_REACH_M, "above_m": CONTEXT_ABOVE_M,
+                                      "export": str(tmp / "scene_context.npz")}})
     objects = result["objects"]
     graph.check_against_scene({n: o["type"] for n, o in objects.items()})
     refused = result.get("refusals") or []
@@ -267,9 +278,12 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     meshes, _ = meshcache.load(tmp / "scene_meshes.npz")
     world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in graph.object_names}
     props = {n: objects[n]["props"] for n in graph.object_names}
+    owners = result.get("context_owners") or {}
+    context_world = load_context(tmp / "scene_context.npz") or {}
     measured = {}
     for g in graph.groups:
-        measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale)
+        near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
+        measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale, near)
     prep.measured = measured
     prep.scene_objects = {"blend": str(ctx.paths.scene_blend),
                           "scene_sha256": prep.scene_sha256,
@@ -280,6 +294,7 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
                           "scene": result.get("scene"),
                           "view_layer": result.get("view_layer"),
                           "units": result.get("units") or {},
+                          "context_owners": owners,
                           "objects": objects}
     prep.validate_seconds = time.perf_counter() - t0
 
@@ -306,6 +321,8 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
         atomic.write_json(gp.target_spec, prep.measured[gid].target_spec.to_dict())
     assert prep.temp_dir is not None and prep.scene_objects is not None
     atomic.copy_file(prep.temp_dir / "scene_meshes.npz", p.scene_meshes)
+    if (prep.temp_dir / "scene_context.npz").is_file():
+        atomic.copy_file(prep.temp_dir / "scene_context.npz", p.scene_context)
     atomic.write_json(p.scene_objects, prep.scene_objects)
     doc = {"groups_needing_island": flagged,
            "relation_graph_structure_sha256": prep.graph.structure_sha256,

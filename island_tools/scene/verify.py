@@ -5,7 +5,8 @@ Review items have seed 000's shape (``id``, ``verdict`` pass|fail|uncertain, ``r
 ``blocked_by``, ``confidence``, ``evidence``); ``evidence`` is an object of measured numbers.
 Two passes, objects first:
 
-* ``object_<member>``: present, forward axis known, not penetrating anything;
+* ``object_<member>``: present, forward axis known, not penetrating anything (the anchor,
+  another member, or the island's fixed context: a wall, another group, a bystander);
 * ``facing_<member>``, ``clearance_<member>``: blocked (uncertain, ``blocked_by`` =
   ``object_<member>``) unless that object review passed; an object review that is only
   uncertain (its front undetermined) blocks facing, not clearance (hull to hull);
@@ -114,9 +115,12 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
             "forward_axis_method": axis.get("method"),
             "forward_axis_confidence": axis.get("confidence"),
             "penetrations_m": dict(m.get("penetrations") or {})}
-        if m.get("penetrations"):
-            worst = max(m["penetrations"].values())
-            others = ", ".join(sorted(m["penetrations"]))
+        evidence["obstacle_penetrations_m"] = dict(m.get("obstacle_penetrations") or {})
+        evidence["obstacle_clearance_m"] = m.get("obstacle_clearance_m")
+        hits = {**(m.get("penetrations") or {}), **(m.get("obstacle_penetrations") or {})}
+        if hits:
+            worst = max(hits.values())
+            others = ", ".join(sorted(hits))
             items.append(_item(oid, "fail", f"'{name}' penetrates {others} by up to "
                                             f"{worst:.3f} m", "object", name, gid,
                                FAMILIES["penetration"], evidence=evidence))
@@ -365,7 +369,8 @@ def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any])
             closer than the target counts)
           + spacing: sum over edges of the max slot deviation / 0.10, or ring_gap_cv / 0.10
             (only for the even_* spacings)
-          + 2 per penetrating pair + 1 for a pattern mismatch + 1 for a member-count mismatch.
+          + 2 per penetrating pair + 2 per member inside an obstacle + 1 for a pattern
+            mismatch + 1 for a member-count mismatch.
     """
     spacing_rule = str(target_spec.get("spacing", ""))
     score = 0.0
@@ -385,6 +390,7 @@ def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any])
             score += sum(float(v) for v in (spacing.get("per_edge_max_deviation_m") or {})
                          .values()) / SCORE_SPACING_M
     score += SCORE_PENETRATION * int(group.get("penetration_pairs") or 0)
+    score += SCORE_PENETRATION * int(group.get("obstacle_penetrations") or 0)
     if (group.get("pattern") or {}).get("match") is False:
         score += SCORE_PATTERN
     if (group.get("member_count") or {}).get("match") is False:

@@ -14,6 +14,7 @@ from typing import Any
 from .. import atomic, meshcache
 from ..geometry import GeometryContext
 from ..jsonio import read_object
+from ..obstacles import load as load_context
 from ..schemas import load_metadata, load_target_spec, parse_target_spec
 from . import verify
 from .context import StageContext
@@ -35,8 +36,8 @@ def geometry_context(ctx: StageContext, gid: str) -> tuple[GeometryContext, dict
     axes = read_object(gp.forward_axes, IntegrityError, "forward_axes.json",
                        "rerun the group")
     group_meshes = {n: meshes[n] for n in metadata.members}
-    return (GeometryContext(group_meshes, metadata.anchor_id, axes), spec, axes,
-            list(metadata.refined_members))
+    return (GeometryContext(group_meshes, metadata.anchor_id, axes, load_context(gp.context)),
+            spec, axes, list(metadata.refined_members))
 
 
 def verify_group(ctx: StageContext, gid: str, k: int, accepted: int) -> dict[str, Any]:

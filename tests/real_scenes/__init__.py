@@ -17,7 +17,7 @@ PYTHON = str(_VENV_PY if _VENV_PY.is_file() else Path(sys.executable))
 
 REFINE_VARIANTS = ("gltf_hierarchy", "empty_roots", "collection_instances", "modifier_anchor",
                    "centimetres", "room_parent", "hide_viewport_root",
-                   "hide_viewport_anchor")
+                   "hide_viewport_anchor", "walls_and_neighbours")
 REFUSAL_VARIANTS = ("refuse_keyframed", "refuse_driven_parent", "refuse_constraint",
                     "refuse_constraint_parent", "refuse_nonuniform_parent", "refuse_shear_parent",
                     "refuse_library", "refuse_excluded", "refuse_tilted", "refuse_no_geometry",

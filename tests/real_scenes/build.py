@@ -574,12 +574,45 @@ def build_refusal(variant: str, out: Path) -> None:
     sc.save(out)
 
 
+def build_walls_and_neighbours(out: Path) -> None:
+    """A dining table 0.75 m from a wall, a second wall 0.3 m beyond one short end (too close
+    for a chair: the pattern's single end chair must take the other end), one chair starting
+    half inside the long wall, and a lounge group (a sofa with its back 0.8 m from the other
+    short end, a chair before the sofa): every one of them is fixed context for the other
+    group."""
+    sc = Scene("walls_and_neighbours")
+    table = sc.import_glb(TABLE, "dining.table")
+    rigid_world(table, 0.0, 0.0, 0.0, 1.0)
+    sc.group("dining", "dining.table", TABLE)            # 5 members: 2+2+1 inferred
+    rigid, (x0, x1, y0, y1) = sc.frame_of("dining.table")
+    errors = [("-y", -0.45, 0.10, 90.0), ("-y", 0.45, 0.10, 0.0), ("+y", -0.45, 0.10, 180.0),
+              ("+y", 0.45, 0.62, 0.0), ("-x", 0.0, 0.12, 30.0)]
+    for i, (edge, t, clear, turn) in enumerate(errors, 1):
+        name = f"dining.chair_{i}"
+        sc.import_glb(CHAIR, name)
+        sc.member("dining", name, CHAIR)
+        sc.place(name, "dining.table", edge, t, clear, turn)
+    # chair 4 (+y, 0.62 m out) reaches into this wall; chair 5 sits at the blocked end
+    sc.box("wall_north", (6.0, 0.12, 2.6), (0.0, y1 + 0.75 + 0.06, 1.3))
+    sc.box("wall_west", (0.12, 4.0, 2.6), (x0 - 0.30 - 0.06, 0.0, 1.3))
+    sofa = sc.import_glb("kenney-cco/loungeSofa.glb", "lounge.sofa")
+    rigid_world(sofa, x1 + 1.9, -0.2, 90.0, 1.0)
+    sc.group("lounge", "lounge.sofa", "kenney-cco/loungeSofa.glb",
+             {"anchor_role": "sofa"})
+    sc.import_glb(CHAIR_ROUNDED, "lounge.chair")
+    sc.member("lounge", "lounge.chair", CHAIR_ROUNDED)
+    sc.place("lounge.chair", "lounge.sofa", "-y", 0.3, 0.35, 60.0)
+    sc.box("floor", (12.0, 12.0, 0.02), (0.0, 0.0, -0.01))
+    sc.save(out)
+
+
 BUILDERS = {"gltf_hierarchy": build_gltf_hierarchy, "empty_roots": build_empty_roots,
             "hide_viewport_root": build_hide_viewport_root,
             "hide_viewport_anchor": build_hide_viewport_anchor,
             "collection_instances": build_collection_instances,
             "modifier_anchor": build_modifier_anchor, "centimetres": build_centimetres,
-            "room_parent": build_room_parent}
+            "room_parent": build_room_parent,
+            "walls_and_neighbours": build_walls_and_neighbours}
 
 
 def main(argv: list[str]) -> int:

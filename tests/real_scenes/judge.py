@@ -56,7 +56,8 @@ def dump(blend: Path, truth: dict, out_json: Path, out_npz: Path) -> None:
             "modifiers": [m.type for m in getattr(obj, "modifiers", ())],
         }
     roots = [*truth["anchors"], *truth["members"]]
-    geo = world_triangles(roots)
+    static = [n for n in truth.get("static", []) if n in bpy.data.objects]
+    geo = world_triangles([*roots, *static])
     arrays = {}
     for root, entry in geo.items():
         arrays[f"{root}|verts"] = entry["verts"]
