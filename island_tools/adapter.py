@@ -66,8 +66,10 @@ import contextlib
 import fcntl
 import json
 import os
+import selectors
 import signal
 import subprocess
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -109,6 +111,8 @@ SPACING_TARGET_M = 0.05
 RING_CV_TARGET = 0.05
 _RUN_LOCK = ".island_agent_run.lock"
 _STDERR_TAIL = 300
+MAX_AGENT_OUTPUT_BYTES = 4 << 20   # per stream: a decision is a few kB
+EXIT_GRACE_S = 0.5                 # pipes drained this long after the command exits
 
 Progress = Callable[[str], None]
 
@@ -354,21 +358,10 @@ class CommandPolicy:
     def decide(self, group: Group, n: int, phase: Phase, max_iter: int) -> Any:
         prompt = json.dumps(command_prompt(group, n, phase, max_iter), indent=2)
         where = f"agent command `{self.command}` at iter {n}"
-        proc = subprocess.Popen(self.command, shell=True, cwd=group.root, text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(prompt, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            # The command may have spawned children (an LLM CLI, a pipeline): kill them all.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise AgentError(f"{where} timed out after {self.timeout_s:g} s and was killed",
-                             fix="make the agent answer faster or raise --timeout") from None
-        if proc.returncode != 0:
+        code, out, err = run_bounded(self.command, group.root, prompt, self.timeout_s, where)
+        if code != 0:
             tail = " ".join((err or "").strip().splitlines()[-1:])[-_STDERR_TAIL:]
-            raise AgentError(f"{where} exited {proc.returncode}" + (f": {tail}" if tail else ""),
+            raise AgentError(f"{where} exited {code}" + (f": {tail}" if tail else ""),
                              fix="run the command by hand with the prompt on stdin")
         try:
             decision = loads_strict(out)
@@ -382,6 +375,106 @@ class CommandPolicy:
                              fix='print {"members": {...}, "converged": false, '
                                  '"reason_summary": "..."}')
         return decision
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_pipe_holders(inodes: set[int]) -> list[int]:
+    """SIGKILL every other process of ours that still holds one of the agent's pipes (a
+    child that called setsid() left the command's process group but kept its stdout).
+    Linux ``/proc``; elsewhere a no-op. Returns the pids killed."""
+    targets = {f"pipe:[{ino}]" for ino in inodes}
+    me, uid = os.getpid(), os.getuid()
+    killed: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return killed
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            fds = os.listdir(f"/proc/{entry}/fd")
+            held = any(os.readlink(f"/proc/{entry}/fd/{fd}") in targets for fd in fds)
+        except OSError:
+            continue
+        if held:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+    return killed
+
+
+def run_bounded(command: str, cwd: Path, prompt: str, timeout_s: float, where: str
+                ) -> tuple[int, str, str]:
+    """Run an agent command in its own session with the prompt on stdin; (exit code, stdout,
+    stderr). Bounded whatever the command does: at most ``MAX_AGENT_OUTPUT_BYTES`` of each
+    stream are read (more is "output too large"), the whole run takes at most ``timeout_s``,
+    and once the command itself has exited its pipes are drained for ``EXIT_GRACE_S`` only,
+    so a child that keeps them open (a daemonised helper) cannot hold the loop. On every
+    way out the command's process group is killed, and so is any process of ours still
+    holding its pipes (a ``setsid`` child). AgentError (exit 9) otherwise."""
+    proc = subprocess.Popen(command, shell=True, cwd=cwd, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    def feed(pipe: Any = proc.stdin) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+            pipe.write(prompt.encode("utf-8"))
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+            pipe.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    inodes = {os.fstat(fd).st_ino for fd in (out_fd, err_fd)}
+    streams = {out_fd: bytearray(), err_fd: bytearray()}
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    exited_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if now > deadline:
+                raise AgentError(f"{where} timed out after {timeout_s:g} s and was killed",
+                                 fix="make the agent answer faster or raise --timeout")
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > EXIT_GRACE_S:
+                break       # the command is done; whoever still holds its pipes is ignored
+            for key, _ in selector.select(timeout=0.05):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buf = streams[key.fd]
+                buf += chunk
+                if len(buf) > MAX_AGENT_OUTPUT_BYTES:
+                    name = "stdout" if key.fd == out_fd else "stderr"
+                    raise AgentError(f"{where}: output too large (more than "
+                                     f"{MAX_AGENT_OUTPUT_BYTES // (1 << 20)} MiB on {name}); "
+                                     "the command was killed",
+                                     fix="print one JSON decision on stdout, a few log lines "
+                                         "on stderr")
+    finally:
+        selector.close()
+        _kill_group(proc.pid)
+        _kill_pipe_holders(inodes)
+        for pipe in (proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=EXIT_GRACE_S)
+    code = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+    return (code, streams[out_fd].decode("utf-8", "replace"),
+            streams[err_fd].decode("utf-8", "replace"))
 
 
 def command_prompt(group: Group, n: int, phase: Phase, max_iter: int) -> dict[str, Any]:

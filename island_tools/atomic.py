@@ -23,6 +23,13 @@ def _tmp_in(directory: Path, name: str) -> tuple[int, str]:
     return fd, tmp
 
 
+def _name(exc: BaseException, path: Path) -> None:
+    """A write error without a file name (ENOSPC from write(), EIO from fsync) names the
+    target, so the one-line message says where."""
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     path = Path(path)
     fd, tmp = _tmp_in(path.parent, path.name)
@@ -32,7 +39,8 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        _name(exc, path)
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
@@ -65,7 +73,8 @@ def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
-    except BaseException:
+    except BaseException as exc:
+        _name(exc, dst)
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise

@@ -1,13 +1,47 @@
 """One CLI call's outcome as the contract wants it: the exit code of an IslandError with its
-one-line message on stderr, 130 on Ctrl-C, 1 with a traceback for a bug. Shared by the CLIs
-(``scripts/``) and the add-on's delegated tasks (``blender_addon/tasks.py``); stdlib only."""
+one-line message on stderr, 130 on Ctrl-C, exit 10 for a write the filesystem refused, and 1
+for a bug - one line naming a log file that keeps the traceback (``$ISLAND_REFINER_DEBUG=1``
+prints it too). Shared by the CLIs (``scripts/``) and the add-on's delegated tasks
+(``blender_addon/tasks.py``); stdlib only."""
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
-from .errors import EXIT_INTERNAL, IslandError
+from .errors import EXIT_INTERNAL, IslandError, from_oserror
+
+ENV_DEBUG = "ISLAND_REFINER_DEBUG"
+
+
+def crash_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "island-refiner" / "crashes"
+
+
+def _keep_traceback(prog: str, text: str) -> Path | None:
+    """Write the traceback where the user can find it; None when nowhere is writable."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for folder in (crash_dir(), Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{prog.replace(' ', '_')}-{stamp}-{os.getpid()}.txt"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def _fail(prog: str, exc: IslandError) -> int:
+    print(f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}", file=sys.stderr)
+    return exc.exit_code
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:
@@ -15,13 +49,20 @@ def run_main(prog: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except IslandError as exc:
-        print(f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(prog, exc)
     except KeyboardInterrupt:
         print(f"[{prog}] interrupted; earlier iterations are intact", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - last line of defence, still one line
-        traceback.print_exc(file=sys.stderr)
+        known = from_oserror(exc) if isinstance(exc, OSError) else None
+        if known is not None:
+            return _fail(prog, known)
+        text = traceback.format_exc()
+        if os.environ.get(ENV_DEBUG, "").strip() not in ("", "0"):
+            sys.stderr.write(text)
+        kept = _keep_traceback(prog, text)
         msg = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg}", file=sys.stderr)
+        where = f"traceback in {kept}" if kept else "traceback not kept (nowhere writable)"
+        print(f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg} ({where}; "
+              f"set {ENV_DEBUG}=1 to print it)", file=sys.stderr)
         return EXIT_INTERNAL

@@ -164,10 +164,26 @@ def flat_yaml(text: str) -> dict[str, Any] | None:
 
 
 def _yaml_load(text: str, cfg: str) -> Any:
+    """PyYAML's safe loader, except that a key given twice is an error (YAML itself keeps
+    the last one silently; the JSON readers refuse duplicates, and so does this)."""
     import yaml
 
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise UsageError(f"key '{key}' appears twice (lines {seen[key]} and "
+                                     f"{line})", file=cfg, field=str(key),
+                                     fix="keep one of them")
+                if isinstance(key, (str, int, float, bool)):
+                    seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

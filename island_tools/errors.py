@@ -17,11 +17,15 @@ Exit codes (the contract's 0/4/5/6 plus the ones this project documents):
       Blender binary missing or crashed)
 8     group inputs invalid: metadata.json / island.blend missing or malformed
 9     the external agent command failed (timeout, non-zero exit, output that is not
-      one JSON decision) - scripts/agent.py run
+      one JSON decision, more than the output cap) - scripts/agent.py run
+10    the filesystem refused a write: read-only or immutable directory, no space left,
+      a mount inside the group (cross-device rename); nothing was half-written
 20-22 scene pipeline outcomes (island_tools/scene/errors.py)
 ====  ==========================================================================
 """
 from __future__ import annotations
+
+import errno
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -33,6 +37,7 @@ EXIT_GEOMETRY = 6
 EXIT_WORKER = 7
 EXIT_GROUP_INPUT = 8
 EXIT_AGENT = 9
+EXIT_FILESYSTEM = 10
 
 
 class IslandError(Exception):
@@ -98,6 +103,59 @@ class AgentError(IslandError):
     exit_code = EXIT_AGENT
 
 
+class FilesystemError(IslandError):
+    """A write the filesystem refused (read-only, full, cross-device): see ``from_oserror``."""
+
+    exit_code = EXIT_FILESYSTEM
+
+
+_ERRNO_FIX = {
+    errno.ENOSPC: ("no space left on the device", "free space there and rerun"),
+    errno.EDQUOT: ("disk quota exceeded", "free space there and rerun"),
+    errno.EROFS: ("the filesystem is read-only", "use a writable copy of the directory"),
+    errno.EXDEV: ("a rename crossed filesystems (a mount or link inside the group?)",
+                  "keep the group directory on one filesystem"),
+    errno.EBUSY: ("the directory is busy (a mount point inside the group?)",
+                  "keep the group directory on one filesystem"),
+    errno.EACCES: ("permission denied", "make the directory writable by you"),
+    errno.EPERM: ("operation not permitted (an immutable file? see lsattr)",
+                  "make the directory writable (chattr -i) and rerun"),
+}
+
+
+def from_oserror(exc: OSError) -> IslandError | None:
+    """The one-line error for an OSError the user can act on (full disk, read-only or
+    immutable directory, cross-device rename, missing parent), else None (a bug)."""
+    known = _ERRNO_FIX.get(exc.errno or 0)
+    if known is None:
+        return None
+    where = exc.filename if exc.filename is not None else None
+    return FilesystemError(known[0], file=None if where is None else str(where), fix=known[1])
+
+
+def error_dict(exc: BaseException) -> dict[str, object]:
+    """How a worker reports a failed job across the process boundary (``worker/entry.py``,
+    ``worker/daemon.py``): an IslandError as itself, an actionable OSError as a
+    FilesystemError, anything else as an InternalError naming the exception."""
+    if isinstance(exc, OSError) and not isinstance(exc, IslandError):
+        exc = from_oserror(exc) or exc
+    if isinstance(exc, IslandError):
+        return {"type": type(exc).__name__, "message": " ".join(str(exc).split()),
+                "exit_code": int(exc.exit_code)}
+    return {"type": "InternalError",
+            "message": " ".join(f"{type(exc).__name__}: {exc}".split()),
+            "exit_code": EXIT_INTERNAL}
+
+
+def unsendable_reply(exc: Exception) -> dict[str, object]:
+    """The error a worker sends instead of a result it cannot encode (a non-finite number
+    from an input that slipped past the parsers): what it is, not "the worker died"."""
+    return {"type": "WorkerError",
+            "message": " ".join(f"the worker's result could not be sent ({exc}); the job's "
+                                "inputs hold numbers out of range".split()),
+            "exit_code": EXIT_WORKER}
+
+
 def refusal_line(found: list[dict]) -> str:
     """One line for the worker's unit refusals (``worker.units``): the first in full (member,
     object, cause, fix), the next few by object and cause."""
@@ -113,4 +171,4 @@ def refusal_line(found: list[dict]) -> str:
 
 ERROR_CLASSES = {cls.__name__: cls for cls in (
     IslandError, UsageError, TransformsError, SanityError, TargetSpecError, GeometryError,
-    WorkerError, BlendVersionError, GroupInputError, AgentError)}
+    WorkerError, BlendVersionError, GroupInputError, AgentError, FilesystemError)}

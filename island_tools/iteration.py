@@ -34,6 +34,7 @@ from .schemas import (
     Metadata,
     TargetSpec,
     Transforms,
+    is_finite,
     load_metadata,
     load_target_spec,
     load_transforms,
@@ -101,13 +102,25 @@ def is_complete(iter_dir: Path) -> bool:
     return (iter_dir / "current_state.json").is_file()
 
 
+def _refuse_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise GroupInputError("is a symlink; iterations are real directories inside the group "
+                              "(a link could point anywhere)", file=str(path),
+                              fix="remove the link and rerun init_iter0.py")
+
+
 def completed_iters(group: Group) -> list[int]:
+    """Complete iterations, ascending. A symlinked ``simple_refiner`` or ``iter_N`` is
+    refused (GroupInputError): steps write there, and a link may lead out of the group."""
     out = []
+    _refuse_symlink(group.refiner)
     if group.refiner.is_dir():
         for child in group.refiner.iterdir():
             name = child.name
-            if name.startswith("iter_") and name[5:].isdigit() and is_complete(child):
-                out.append(int(name[5:]))
+            if name.startswith("iter_") and name[5:].isdigit():
+                _refuse_symlink(child)
+                if is_complete(child):
+                    out.append(int(name[5:]))
     return sorted(out)
 
 
@@ -190,13 +203,40 @@ def load_context(group: Group) -> meshcache.Meshes | None:
                               fix="rebuild the island (island-refine run --restart)") from exc
 
 
+def _forward_axes_problem(doc: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, problem) for a cached forward_axes.json that is not the document
+    ``forward_axis.forward_axes_document`` writes, else None."""
+    members = doc.get("members")
+    if not isinstance(members, dict):
+        return "members", "must be an object mapping member -> forward-axis entry"
+    entries = [(f"members.{k}", v) for k, v in members.items()]
+    if doc.get("anchor") is not None:
+        entries.append(("anchor", doc["anchor"]))
+    for where, entry in entries:
+        if not isinstance(entry, dict):
+            return where, "must be an object"
+        axis = entry.get("axis_local")
+        if axis is not None and not (
+                isinstance(axis, list) and len(axis) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and is_finite(v) for v in axis)):
+            return f"{where}.axis_local", f"must be null or two finite numbers, got {axis!r}"
+        if "status" in entry and not isinstance(entry["status"], str):
+            return f"{where}.status", "must be a string"
+    return None
+
+
 def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
                   ) -> dict[str, Any]:
     """forward_axes.json: computed once per group and cached; overrides win."""
     path = group.root / FORWARD_AXES
     if path.is_file():
-        return read_object(path, GroupInputError, "forward_axes.json",
-                           "delete forward_axes.json; init_iter0.py recomputes it")
+        fix = "delete forward_axes.json; init_iter0.py recomputes it"
+        doc = read_object(path, GroupInputError, "forward_axes.json", fix)
+        problem = _forward_axes_problem(doc)
+        if problem is not None:
+            raise GroupInputError(problem[1], file=str(path), field=problem[0], fix=fix)
+        return doc
     from .forward_axis import forward_axes_document
 
     overrides = {name: p["forward_axis"] for name, p in props.items() if "forward_axis" in p}
@@ -281,11 +321,49 @@ def empty_transforms(n: int, image_sha256: str) -> dict[str, Any]:
                              "timestamp_utc": utc_now()}}
 
 
-def _move_outputs(stage: Path, dest: Path, names: tuple[str, ...]) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        os.replace(stage / name, dest / name)
-    os.replace(stage / "current_state.json", dest / "current_state.json")
+ASIDE_PREFIX = ".old."
+
+
+def _install_iteration(stage: Path, dest: Path) -> None:
+    """Put the staged iteration in place as a whole directory.
+
+    ``stage`` holds every output (``ITER_OUTPUTS`` and ``current_state.json``); the files of
+    ``dest`` that are not outputs (the agent's ``transforms.json``) are copied in first.
+    Then ``dest`` is renamed aside and ``stage`` renamed to ``dest``, and the aside copy is
+    removed. A failure before the swap leaves ``dest`` byte-identical; a kill between the
+    two renames leaves no ``dest`` but its aside copy, which the next call on the group
+    puts back (``recover_asides``) - so an iteration is complete or untouched, never mixed.
+    """
+    if dest.is_dir():
+        for item in dest.iterdir():
+            if item.is_file() and not (stage / item.name).exists():
+                shutil.copy2(item, stage / item.name)
+    aside = dest.with_name(f"{ASIDE_PREFIX}{dest.name}.{os.getpid()}")
+    had_dest = dest.exists()
+    if had_dest:
+        os.rename(dest, aside)
+    try:
+        os.rename(stage, dest)
+    except BaseException:
+        if had_dest:
+            os.rename(aside, dest)
+        raise
+    if had_dest:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def recover_asides(refiner: Path) -> None:
+    """After a kill mid-swap: an aside copy whose iteration is missing goes back, any other
+    is a finished swap's leftover and goes. Callers hold the group lock."""
+    if not refiner.is_dir():
+        return
+    for aside in refiner.glob(f"{ASIDE_PREFIX}iter_*"):
+        name = aside.name[len(ASIDE_PREFIX):].rsplit(".", 1)[0]
+        target = refiner / name
+        if not target.exists():
+            os.rename(aside, target)
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 def _backup_name(refiner: Path) -> Path:
@@ -426,8 +504,13 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
     """apply deltas -> save -> read back -> render -> sanity -> geometry, for iteration n."""
     group = load_group(group_dir)
     with group_lock(group.root):
+        recover_asides(group.refiner)
         check_iteration_number(group, n)
         iter_dir = group.iter_dir(n)
+        previous = group.iter_dir(n - 1) / "island.blend"
+        if not previous.is_file():
+            raise GroupInputError(f"iter_{n - 1} has no island.blend", file=str(previous),
+                                  fix=f"rerun iter_step.py --iter {n - 1} (or init_iter0.py)")
         transforms = load_transforms(iter_dir / "transforms.json", n, group.metadata)
         meshes, _ = load_meshes(group)
         axes = forward_axes(group, meshes, {})
@@ -461,7 +544,7 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             atomic.write_json(stage / "geometry.json", geometry)
             atomic.write_json(stage / "current_state.json",
                               current_state_doc(group, n, read_back, meshes))
-            _move_outputs(stage, iter_dir, ITER_OUTPUTS)
+            _install_iteration(stage, iter_dir)
     return StepResult(n, iter_dir, transforms.trivial, geometry, info, list(transforms.warnings))
 
 

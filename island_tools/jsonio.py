@@ -21,7 +21,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_strict(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    """``json.loads`` with the checks above; nesting deeper than the interpreter's stack is a
+    ValueError (not RecursionError), like every other malformed document."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant,
+                          object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise ValueError("nested too deeply to be an input of this tool") from None
 
 
 def read_object(path: Path, error: Callable[..., Exception], what: str, fix: str) -> dict:

@@ -20,7 +20,9 @@ def flock(path: str | os.PathLike[str], *, shared: bool = False, blocking: bool 
           mode: int = 0o600) -> Iterator[bool]:
     """Hold ``flock`` on ``path`` (created with ``mode`` if needed) while in the block;
     yields False instead when ``blocking`` is off and another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
+    # O_NOFOLLOW: a lock file planted as a symlink (in a shared directory) is refused, never
+    # followed to truncate or create something else
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         try:

@@ -31,6 +31,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_finite(value: Any) -> bool:
+    """``math.isfinite`` that says False (not OverflowError) for a 400-digit integer."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 # --------------------------------------------------------------------------- target_spec
 @dataclass(frozen=True)
 class TargetSpec:
@@ -75,7 +83,7 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
         if doc[key] not in allowed:
             raise bad(key, f"{doc[key]!r} is not one of {', '.join(allowed)}")
     clearance = doc["clearance_m"]
-    if not _is_number(clearance) or not math.isfinite(clearance) or clearance < 0:
+    if not _is_number(clearance) or not is_finite(clearance) or clearance < 0:
         raise bad("clearance_m", f"must be a finite number >= 0, got {clearance!r}")
     note = doc.get("free_note")
     if note is not None and not isinstance(note, str):
@@ -121,9 +129,13 @@ class Metadata:
 
 
 def _matrix(value: Any, file: str, fld: str) -> np.ndarray:
+    """4 rows of 4 JSON numbers (a string such as "1.0" is not a number here)."""
+    rows_ok = (isinstance(value, list) and len(value) == 4
+               and all(isinstance(r, list) and len(r) == 4 and all(_is_number(v) for v in r)
+                       for r in value))
     try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+        arr = np.asarray(value, dtype=float) if rows_ok else np.zeros(0)
+    except (TypeError, ValueError, OverflowError):
         arr = np.zeros(0)
     if arr.shape != (4, 4) or not np.all(np.isfinite(arr)):
         raise GroupInputError("must be a finite 4x4 matrix (list of 4 rows of 4 numbers)",
@@ -171,7 +183,7 @@ def load_metadata(path: Path) -> Metadata:
         raise GroupInputError("must be an object name -> axis", file=file,
                               field="forward_axis_overrides", fix=fix)
     unit_scale = doc.get("unit_scale", 1.0)
-    if not _is_number(unit_scale) or not math.isfinite(unit_scale) or not unit_scale > 0:
+    if not _is_number(unit_scale) or not is_finite(unit_scale) or not unit_scale > 0:
         raise GroupInputError("must be a finite number > 0 (metres per Blender unit)",
                               file=file, field="unit_scale", fix=fix)
     return Metadata(anchor, tuple(members), m_anchor, m_inv, poses, overrides,
@@ -203,6 +215,12 @@ class Transforms:
     @property
     def trivial(self) -> bool:
         return all(d.trivial for d in self.members.values())
+
+
+# Parse-time sanity bounds: anything larger is not a furniture nudge, and would overflow the
+# render framing or the worker's reply long before it is judged.
+MAX_DELTA_M = 1000.0
+MAX_YAW_DEG = 36000.0
 
 
 def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadata: Metadata
@@ -253,13 +271,19 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
         if (not isinstance(xyz, list) or len(xyz) != 3
                 or not all(_is_number(v) for v in xyz)):
             raise bad(f"{where}.delta_xyz", f"must be a list of three numbers, got {xyz!r}")
-        if not all(math.isfinite(v) for v in xyz):
+        if not all(is_finite(v) for v in xyz):
             raise bad(f"{where}.delta_xyz", "contains a non-finite number")
+        if max(abs(float(v)) for v in xyz) > MAX_DELTA_M:
+            raise bad(f"{where}.delta_xyz", f"moves more than {MAX_DELTA_M:g} m on an axis, "
+                                            f"got {xyz!r}", "give a delta in metres")
         yaw = delta.get("delta_yaw_deg")
         if not isinstance(yaw, (int, float)) or isinstance(yaw, bool):
             raise bad(f"{where}.delta_yaw_deg", f"must be a number, got {yaw!r}")
-        if not math.isfinite(yaw):
+        if not is_finite(yaw):
             raise bad(f"{where}.delta_yaw_deg", "is not a finite number")
+        if abs(float(yaw)) > MAX_YAW_DEG:
+            raise bad(f"{where}.delta_yaw_deg", f"turns more than {MAX_YAW_DEG:g} degrees, "
+                                                f"got {yaw!r}", "give a yaw in degrees")
         members[name] = MemberDelta((float(xyz[0]), float(xyz[1]), float(xyz[2])), float(yaw))
     for key in ("converged", "final"):
         if key in doc and not isinstance(doc[key], bool):

@@ -135,6 +135,10 @@ def run_cli(prog: str, argv: list[str]) -> int | None:
         print(f"[{prog}] interrupted; the step host finishes the call (its iteration ends "
               "complete or untouched, never half-written)", file=sys.stderr)
         return 130
+    except daemon.DaemonDirError as exc:   # another user's directory, or not private
+        daemon.warn_once(f"[{prog}] step host unavailable, running in this process: "
+                         f"{exc.one_line()}")
+        return None
     except IslandError as exc:
         if start_failed:
             print(f"[{prog}] step host unavailable, running in this process: "

@@ -370,7 +370,16 @@ def test_unsafe_directories_are_refused(tmp_path: Path) -> None:
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
     loose.chmod(0o755)
-    assert stat.S_IMODE(os.stat(daemon.private_dir(loose)).st_mode) == 0o700
+    with pytest.raises(WorkerError, match="open to others"):
+        daemon.private_dir(loose)
+    assert stat.S_IMODE(os.stat(loose).st_mode) == 0o755      # never chmod-ed: not ours to
+    shared = tmp_path / "shared"                                # change
+    shared.mkdir()
+    shared.chmod(0o1777)
+    private = daemon.private_dir(shared)
+    assert private == shared / f"island-refiner-{os.getuid()}"
+    assert stat.S_IMODE(os.lstat(private).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
     link = tmp_path / "link"
     link.symlink_to(loose)
     with pytest.raises(WorkerError, match="not a directory"):

@@ -19,6 +19,8 @@ are built without parents, so this never matters on the normal path.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +29,7 @@ import bpy
 from mathutils import Matrix
 
 from island_tools.blendfile import NotABlendFile, read_version, version_str
-from island_tools.errors import BlendVersionError, GroupInputError, WorkerError
+from island_tools.errors import BlendVersionError, GroupInputError, WorkerError, from_oserror
 
 _LIST_MAX = 12
 
@@ -116,6 +118,39 @@ def open_blend(path: str | os.PathLike[str]) -> dict:
     }
 
 
+def require_parent(path: Path) -> None:
+    """Refuse to write into a directory that is gone: Blender's writers create missing
+    parents, which would re-create the staging directory of a caller that was killed (and
+    has cleaned up) while its job was still running here."""
+    if not path.parent.is_dir():
+        raise WorkerError("the output directory is gone (the caller stopped?); nothing written",
+                          file=str(path.parent))
+
+
+PROBE_BYTES = 1 << 20
+
+
+def probe_write(folder: Path) -> None:
+    """After Blender failed to write into ``folder`` (its message for a full disk is
+    "Error: Success"): write and remove a 1 MiB probe so the cause surfaces as the
+    FilesystemError it is (no space left, read-only, permission). Returns if it succeeds."""
+    probe = folder / f".write-probe.{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, b"\0" * PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        known = from_oserror(exc)
+        if known is not None:
+            raise type(known)(known.reason, file=str(folder), fix=known.fix) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
 def save_blend(path: str | os.PathLike[str]) -> None:
     """Save the open file to ``path`` uncompressed (readable by ``read_version`` and diffable).
 
@@ -123,6 +158,7 @@ def save_blend(path: str | os.PathLike[str]) -> None:
     left behind (``save_version`` is 0 for the duration of the save).
     """
     path = Path(path).resolve()
+    require_parent(path)
     prefs = bpy.context.preferences.filepaths
     old_versions = prefs.save_version
     prefs.save_version = 0  # no island.blend1 backup next to the file
@@ -130,6 +166,7 @@ def save_blend(path: str | os.PathLike[str]) -> None:
     try:
         bpy.ops.wm.save_as_mainfile(filepath=str(path), compress=False, copy=False)
     except RuntimeError as exc:
+        probe_write(path.parent)   # a full disk or read-only directory, said as such
         msg = " ".join(str(exc).split())
         raise WorkerError(f"Blender could not save the file: {msg}", file=str(path)) from None
     finally:
@@ -177,7 +214,13 @@ def read_poses(names: Sequence[str]) -> dict[str, list[list[float]]]:
     """{name: matrix_world as 4x4 nested list} for every name (GroupInputError if missing)."""
     objs = get_objects(names)
     _update_depsgraph()
-    return {o.name: matrix_to_list(o.matrix_world) for o in objs}
+    out = {o.name: matrix_to_list(o.matrix_world) for o in objs}
+    for name, rows in out.items():
+        if not all(math.isfinite(v) for row in rows for v in row):
+            raise GroupInputError(f"'{name}' has a non-finite transform (NaN or infinity) in "
+                                  "the .blend", file=bpy.data.filepath or None, field=name,
+                                  fix="fix its location, rotation and scale in Blender")
+    return out
 
 
 def set_poses(poses: Mapping[str, Sequence[Sequence[float]]]) -> None:
@@ -189,7 +232,8 @@ def set_poses(poses: Mapping[str, Sequence[Sequence[float]]]) -> None:
             rows = [[float(v) for v in row] for row in m]
         except (TypeError, ValueError):
             rows = []
-        if len(rows) != 4 or any(len(r) != 4 for r in rows):
-            raise GroupInputError(f"pose for '{obj.name}' is not a 4x4 matrix")
+        if (len(rows) != 4 or any(len(r) != 4 for r in rows)
+                or not all(math.isfinite(v) for r in rows for v in r)):
+            raise GroupInputError(f"pose for '{obj.name}' is not a finite 4x4 matrix")
         obj.matrix_world = Matrix(rows)
     _update_depsgraph()

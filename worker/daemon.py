@@ -143,7 +143,7 @@ _REPO = Path(__file__).resolve().parents[1]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
-from island_tools.errors import EXIT_INTERNAL, IslandError, WorkerError  # noqa: E402
+from island_tools.errors import WorkerError, error_dict, unsendable_reply  # noqa: E402
 from worker.daemon_client import (  # noqa: E402, F401 - re-exported
     _CODE_FILES,
     _FALSE,
@@ -397,14 +397,11 @@ class _Server:
     def run_one(self, job: Any, emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         try:
             return self.handler.run(job, emit)
-        except IslandError as exc:
-            err = {"type": type(exc).__name__, "message": _one_line(exc),
-                   "exit_code": int(exc.exit_code)}
-        except Exception as exc:  # noqa: BLE001 - every bug goes back as InternalError
-            traceback.print_exc()
-            sys.stderr.flush()
-            err = {"type": "InternalError", "message": _one_line(f"{type(exc).__name__}: {exc}"),
-                   "exit_code": EXIT_INTERNAL}
+        except Exception as exc:  # noqa: BLE001 - every failure goes back as one error
+            err = error_dict(exc)
+            if err["type"] == "InternalError":
+                traceback.print_exc()
+                sys.stderr.flush()
         self.log(f"job failed: {err['type']}: {err['message']}")
         return {"error": err}
 
@@ -432,6 +429,8 @@ class _Server:
         self.pause_for_debugging()
         job = request.get("job")
         op = self.handler.label(job)
+        mask = request.get("umask")
+        old_mask = os.umask(mask if isinstance(mask, int) and 0 <= mask <= 0o777 else 0o077)
         cwd = request.get("cwd")
         try:
             os.chdir(cwd if isinstance(cwd, str) and os.path.isdir(cwd) else "/")
@@ -453,9 +452,15 @@ class _Server:
         seconds = time.perf_counter() - t0
         reply["daemon"] = {"pid": os.getpid(), "job_number": self.jobs,
                            "seconds": round(seconds, 4)}
+        os.umask(old_mask)
         try:
             send_message(conn, reply)
-        except (OSError, ValueError, ProtocolError) as exc:
+        except ValueError as exc:   # not JSON-encodable (a non-finite number): say so
+            self.log(f"could not encode the reply of job {self.jobs}: {exc}")
+            reply = {"error": unsendable_reply(exc), "daemon": reply["daemon"]}
+            with contextlib.suppress(OSError, ValueError, ProtocolError):
+                send_message(conn, reply)
+        except (OSError, ProtocolError) as exc:
             self.log(f"could not send the reply of job {self.jobs}: {exc}")
         os.chdir("/")
         self.handler.between_jobs()
@@ -554,7 +559,7 @@ def _redirect_output(log: Path) -> None:
     """Point fds 1 and 2 (Python's and Blender's C-level output) at the log."""
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
@@ -570,7 +575,7 @@ def serve(directory: str | os.PathLike[str] | None, key: str | None, idle_s: flo
     paths.check()
     _redirect_output(paths.log)
     deadline = time.monotonic() + LOCK_WAIT_S
-    fd = os.open(paths.daemon_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(paths.daemon_lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -110,32 +110,86 @@ def default_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(f"/tmp/island-refiner-{os.getuid()}")
 
 
-def private_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    """The daemon directory, created 0700; WorkerError if it is not safely ours."""
-    path = Path(path) if path is not None else default_dir()
-    fix = f"remove it, or set ${ENV_DIR} to a directory of your own"
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path)
-    except OSError as exc:
-        raise WorkerError(f"cannot create the warm-worker directory: {exc.strerror}",
-                          file=str(path), fix=fix) from None
+class DaemonDirError(WorkerError):
+    """The warm-worker directory cannot be used safely (another user's, or not private):
+    callers run in this process instead, with one warning line (``warn_once``)."""
+
+
+_WARNED: list[str] = []
+
+
+def warn_once(message: str) -> None:
+    """Print ``message`` on stderr the first time only (one line per process)."""
+    if not _WARNED:
+        _WARNED.append(message)
+        print(message, file=sys.stderr, flush=True)
+
+
+def _own_private(path: Path, created: bool, fix: str) -> Path:
+    """``path`` as a private directory of ours: lstat (a symlink is refused), our uid, no
+    access for group or others. Only a directory this call created is chmod-ed."""
+    st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
-        raise WorkerError("warm-worker directory is not a directory (a symlink?)",
-                          file=str(path), fix=fix)
+        raise DaemonDirError("warm-worker directory is not a directory (a symlink?)",
+                             file=str(path), fix=fix)
     if st.st_uid != os.getuid():
-        raise WorkerError(f"warm-worker directory belongs to uid {st.st_uid}, not "
-                          f"{os.getuid()}", file=str(path), fix=fix)
-    if stat.S_IMODE(st.st_mode) != 0o700:
+        raise DaemonDirError(f"warm-worker directory belongs to uid {st.st_uid}, not "
+                             f"{os.getuid()}", file=str(path), fix=fix)
+    if created and stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
+    elif stat.S_IMODE(st.st_mode) & 0o077:
+        raise DaemonDirError(f"warm-worker directory is open to others (mode "
+                             f"{stat.S_IMODE(st.st_mode):o}, not 700)", file=str(path), fix=fix)
     return path
 
 
+def _make(path: Path) -> bool:
+    """mkdir 0700; True if this call created it, False if something was there already."""
+    try:
+        os.mkdir(path, 0o700)
+        return True
+    except FileExistsError:
+        return False
+
+
+def private_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    """The daemon directory: a private directory of ours (0700, owned by us, not a symlink).
+
+    A directory others may write to (``/tmp``, or ``$ISLAND_REFINER_DAEMON_DIR`` pointing at
+    one) is never used or chmod-ed itself: a private ``island-refiner-<uid>`` directory is
+    made inside it. DaemonDirError (the caller runs in this process) when the directory, or
+    that subdirectory, belongs to someone else or is open to others."""
+    path = Path(path) if path is not None else default_dir()
+    fix = f"remove it, or set ${ENV_DIR} to a directory of your own"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        created = _make(path)
+        st = os.lstat(path)
+        if not created and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o022:
+            sub = path / f"island-refiner-{os.getuid()}"   # a shared directory: our own in it
+            return _own_private(sub, _make(sub), fix)
+        return _own_private(path, created, fix)
+    except OSError as exc:
+        raise DaemonDirError(f"cannot create the warm-worker directory: {exc.strerror}",
+                             file=str(path), fix=fix) from None
+
+
+def _binary_stamp(exe: str) -> str:
+    """The binary as a file (device, inode, size, mtime): a Blender replaced at the same path
+    gets a new key, so its old daemon is never asked again."""
+    try:
+        st = os.stat(exe)
+    except OSError:
+        return "?"
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def backend_key(backend: Any) -> str:
-    """``bpy-5.0.1-<hash>`` / ``blender-3.4.1-<hash>``: one daemon per Blender and checkout."""
+    """``bpy-5.0.1-<hash>`` / ``blender-3.4.1-<hash>``: one daemon per Blender binary (path
+    and file identity) and checkout."""
     embedded = getattr(backend, "embedded", True)
     exe = sys.executable if embedded else str(backend.path)
-    digest = short_digest(f"{exe}\0{_REPO}")
+    digest = short_digest(f"{exe}\0{_binary_stamp(exe)}\0{_REPO}")
     raw = getattr(backend, "version", "") or ""
     version = "".join(c for c in raw if c.isascii() and (c.isalnum() or c == ".")) or "unknown"
     return f"{'bpy' if embedded else 'blender'}-{version}-{digest}"
@@ -329,7 +383,9 @@ def _one_line(text: object) -> str:
 def _write_json(path: Path, obj: Mapping[str, Any]) -> None:
     """Replace ``path`` atomically (status files: no fsync, they are advisory)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)   # a leftover of a killed writer, or a planted link: never followed
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=1)
     os.replace(tmp, path)
@@ -511,7 +567,10 @@ def call(paths: Paths, job: dict[str, Any], code: str,
     the key's client lock; a daemon that dies after accepting is replaced and the job retried
     once (``before_retry`` first restores whatever the job overwrites in place)."""
     paths.check()
-    request = {"protocol": PROTOCOL, "kind": "job", "job": job, "cwd": os.getcwd(), "code": code}
+    mask = os.umask(0o077)
+    os.umask(mask)   # the daemon writes the job's files with the caller's umask
+    request = {"protocol": PROTOCOL, "kind": "job", "job": job, "cwd": os.getcwd(), "code": code,
+               "umask": mask}
     try:
         json.dumps(request, allow_nan=False)
     except (TypeError, ValueError) as exc:

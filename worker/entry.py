@@ -6,9 +6,11 @@
 Reads the job, calls ``worker.jobs.run_job`` and writes the result JSON atomically.
 On an ``IslandError`` the result file is ``{"error": {"type", "message", "exit_code"}}`` and
 the process exits with that code (``sys.exit`` inside ``--python`` ends Blender with the
-given status; ``--python-exit-code 1`` only applies to an uncaught exception). Any other
-exception: type ``"InternalError"``, message ``"ExcType: msg"`` (one line), exit 1, the
-traceback on stderr.
+given status; ``--python-exit-code 1`` only applies to an uncaught exception); a full disk
+or read-only directory is a FilesystemError (exit 10), a result that cannot be encoded a
+WorkerError (``island_tools.errors.error_dict`` / ``unsendable_reply``, as the warm worker
+says). Any other exception: type ``"InternalError"``, message ``"ExcType: msg"`` (one
+line), exit 1, the traceback on stderr.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
 from island_tools.atomic import write_bytes  # noqa: E402
-from island_tools.errors import EXIT_INTERNAL, EXIT_USAGE, IslandError  # noqa: E402
+from island_tools.errors import EXIT_USAGE, error_dict, unsendable_reply  # noqa: E402
 
 
 def _args(argv: list[str]) -> list[str]:
@@ -54,24 +56,24 @@ def main(argv: list[str]) -> int:
                              file=job_path) from None
         from worker.jobs import run_job
         result = run_job(job)
-        _write(result_path, result)
-        return 0
-    except IslandError as exc:
-        err = {"type": type(exc).__name__, "message": _one_line(str(exc)),
-               "exit_code": int(exc.exit_code)}
+    except Exception as exc:  # noqa: BLE001 - every failure is reported as one error
+        err = error_dict(exc)
+        if err["type"] == "InternalError":
+            traceback.print_exc()
         sys.stderr.write(f"[worker] {err['type']}: {err['message']}\n")
-        _write(result_path, {"error": err})
-        return int(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 - report every bug as InternalError
-        traceback.print_exc()
-        err = {"type": "InternalError",
-               "message": _one_line(f"{type(exc).__name__}: {exc}"),
-               "exit_code": EXIT_INTERNAL}
         try:
             _write(result_path, {"error": err})
         except Exception:  # noqa: BLE001
             traceback.print_exc()
-        return EXIT_INTERNAL
+        return int(err["exit_code"])  # type: ignore[call-overload]
+    try:
+        _write(result_path, result)
+    except ValueError as exc:   # not JSON-encodable: say what it is
+        err = unsendable_reply(exc)
+        sys.stderr.write(f"[worker] {err['type']}: {err['message']}\n")
+        _write(result_path, {"error": err})
+        return int(err["exit_code"])  # type: ignore[call-overload]
+    return 0
 
 
 if __name__ == "__main__":

@@ -366,8 +366,13 @@ def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
     """Run one worker job on ``backend``: on its warm worker when ``daemon`` is given, else
     in-process for embedded and as a subprocess for a binary."""
     if daemon is not None:
-        from .daemon import run_job as run_on_daemon
-        return run_on_daemon(job, backend, daemon, timeout=timeout)
+        from .daemon_client import DaemonDirError, warn_once
+        from .daemon_client import run_job as run_on_daemon
+        try:
+            return run_on_daemon(job, backend, daemon, timeout=timeout)
+        except DaemonDirError as exc:   # raised before any job was handed over
+            warn_once(f"[worker] warm worker unavailable, running in this process: "
+                      f"{exc.one_line()}")
     if backend.embedded:
         from worker.jobs import run_job as run_in_process
         with blender_output_captured():

@@ -59,7 +59,7 @@ from mathutils import Matrix, Vector
 
 from island_tools.errors import GroupInputError, UsageError, WorkerError
 
-from .blend_io import get_objects
+from .blend_io import get_objects, probe_write, require_parent
 from .units import proxy_mesh, unit_geometry
 
 ENGINES = {"workbench": "BLENDER_WORKBENCH", "cycles": "CYCLES"}
@@ -278,15 +278,18 @@ def _configure_engine(scene, engine: str, samples: int, override_mat) -> dict:
 
 def _render_to(scene, final: Path) -> float:
     tmp = final.parent / f".{final.stem}.{os.getpid()}.tmp.png"
+    require_parent(final)
     scene.render.filepath = str(tmp)
     t0 = time.perf_counter()
     try:
         try:
             bpy.ops.render.render(write_still=True, scene=scene.name)
         except RuntimeError as exc:
+            probe_write(final.parent)
             raise WorkerError(f"render failed: {' '.join(str(exc).split())}",
                               file=str(final)) from None
         if not tmp.is_file() or tmp.stat().st_size == 0:
+            probe_write(final.parent)   # Blender logs a failed image write and goes on
             raise WorkerError("render produced no image", file=str(final))
         os.replace(tmp, final)
     finally:
