@@ -38,6 +38,7 @@ class Settings:
     engine: str = DEFAULTS["engine"]
     resolution: int = DEFAULTS["resolution"]
     samples: int | None = DEFAULTS["samples"]  # None = DEFAULT_SAMPLES[engine]
+    reuse_renders: bool = DEFAULTS["reuse_renders"]
     daemon: bool = DEFAULTS["daemon"]
     daemon_idle_s: float = DEFAULTS["daemon_idle_s"]
     daemon_max_jobs: int = DEFAULTS["daemon_max_jobs"]

@@ -23,13 +23,15 @@ ENGINES = ("workbench", "cycles")
 # Per-engine default of ``samples``; worker/render.py keeps an identical copy (the worker
 # must not import this module), tests/test_schemas.py checks that the two agree.
 DEFAULT_SAMPLES = {"workbench": 5, "cycles": 16}
-KEYS = ("blender_bin", "engine", "resolution", "samples", "daemon", "daemon_idle_s",
-        "daemon_max_jobs", "daemon_max_rss_mb")
+KEYS = ("blender_bin", "engine", "resolution", "samples", "reuse_renders", "daemon",
+        "daemon_idle_s", "daemon_max_jobs", "daemon_max_rss_mb")
 
 
 DEFAULTS: dict[str, Any] = {
     "blender_bin": None, "engine": "workbench", "resolution": 512,
     "samples": None,  # None = DEFAULT_SAMPLES[engine]
+    # A step that moves nothing links the previous iteration's renders (byte-identical).
+    "reuse_renders": True,
     # The warm worker and step host (worker/daemon.py, scripts/_step_host.py): use them,
     # and the limits a newly started one gets.
     "daemon": True, "daemon_idle_s": 300.0, "daemon_max_jobs": 200, "daemon_max_rss_mb": 2048}
@@ -89,7 +91,7 @@ def check(key: str, value: Any, file: str) -> Any:
             raise UsageError(f"must be an integer in 0..65536 (empty = the engine's default), "
                              f"got {value!r}", file=file, field=key, fix=fix)
         return value
-    if key == "daemon":
+    if key in ("daemon", "reuse_renders"):
         if not isinstance(value, bool):
             raise UsageError(f"must be true or false, got {value!r}", file=file, field=key,
                              fix=fix)

@@ -52,6 +52,7 @@ import numpy as np
 
 from .errors import GeometryError
 from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area, polygon_centroid
+from .meshcache import mesh_digest, remembered
 
 METHOD = "footprint_rect_depth"
 RES = 48
@@ -280,8 +281,9 @@ def _entry(name: str, mesh: tuple[np.ndarray, np.ndarray],
         return {"axis_local": axis, "method": "override", "confidence": 1.0,
                 "status": "symmetric" if axis is None else "front",
                 "detail": {"override": overrides[name]}}
-    try:
-        found = detect_forward_axis(*mesh)
+    try:   # one detection per distinct mesh in this process (an asset's six chairs)
+        found = remembered("forward_axis", mesh_digest(*mesh),
+                           lambda: detect_forward_axis(*mesh))
     except GeometryError as exc:
         raise GeometryError(f"object '{name}': {exc.reason}") from exc
     return {"axis_local": None if found.axis_local is None else list(found.axis_local),

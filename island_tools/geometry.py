@@ -18,7 +18,6 @@ bounding boxes first, so far-apart pairs cost a few comparisons.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from .errors import GeometryError
 from .layout import layout_of
 from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
+from .meshcache import mesh_digest, remembered
 from .obstacles import Context as ObstacleContext
 from .obstacles import distances as obstacle_distances
 
@@ -435,28 +435,27 @@ class GeometryContext:
         if f.min() < 0 or f.max() >= len(v):
             raise GeometryError(f"object '{name}' has face indices out of range")
         faces32 = np.ascontiguousarray(f, dtype=np.int32)
-        digest = hashlib.sha1(np.ascontiguousarray(v).tobytes())
-        digest.update(faces32.tobytes())
-        digest.update(repr((v.shape, faces32.shape)).encode())
-        key = digest.hexdigest()
-        same = prepared.get(key)
-        if same is not None:
-            return _MeshData(vertices=same.vertices, faces=same.faces,
-                             local_hull=same.local_hull, bbox_corners=same.bbox_corners,
-                             pivot_local=same.pivot_local, axis_local=axis,
-                             seat_local=same.seat_local, digest=key)
-        hull = convex_hull_2d(v[:, :2])
-        if len(hull) < 3:
-            raise GeometryError(f"object '{name}' has a degenerate footprint "
-                                "(all vertices collinear in the floor plane)")
-        lo, hi = v.min(axis=0), v.max(axis=0)
-        corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
-                            for z in (lo[2], hi[2])])
-        data = _MeshData(vertices=v, faces=faces32, local_hull=hull, bbox_corners=corners,
-                         pivot_local=frames.footprint_centre_local(v), axis_local=axis,
-                         seat_local=frames.seat_centre_local(v), digest=key)
-        prepared[key] = data
-        return data
+        key = mesh_digest(v, faces32)
+
+        def build() -> _MeshData:
+            hull = convex_hull_2d(v[:, :2])
+            if len(hull) < 3:
+                raise GeometryError(f"object '{name}' has a degenerate footprint "
+                                    "(all vertices collinear in the floor plane)")
+            lo, hi = v.min(axis=0), v.max(axis=0)
+            corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                                for z in (lo[2], hi[2])])
+            return _MeshData(vertices=v, faces=faces32, local_hull=hull, bbox_corners=corners,
+                             pivot_local=frames.footprint_centre_local(v), axis_local=None,
+                             seat_local=frames.seat_centre_local(v), digest=key)
+
+        # Identical meshes (one asset's chairs; the same unit every iteration in a step host
+        # or a scene run) are prepared once per process.
+        same = prepared.get(key) or remembered("geometry.mesh", key, build)
+        prepared[key] = same
+        return _MeshData(vertices=same.vertices, faces=same.faces, local_hull=same.local_hull,
+                         bbox_corners=same.bbox_corners, pivot_local=same.pivot_local,
+                         axis_local=axis, seat_local=same.seat_local, digest=key)
 
     # ----------------------------------------------------------------- placement
 
@@ -488,8 +487,10 @@ class GeometryContext:
         if data.obj is None or data.bvh_scale != placed.scale_key:
             cache_key = (data.digest, placed.scale_key)
             bvh = self._bvhs.get(cache_key)
-            if bvh is None:
-                bvh = _bvh(data.vertices * np.asarray(placed.scale_key), data.faces)
+            if bvh is None:   # built once per mesh and scale in this process
+                bvh = remembered("geometry.bvh", f"{data.digest}:{placed.scale_key!r}",
+                                 lambda: _bvh(data.vertices * np.asarray(placed.scale_key),
+                                              data.faces))
                 self._bvhs[cache_key] = bvh
             data.bvh = bvh
             data.obj = fcl.CollisionObject(bvh, fcl.Transform())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -250,6 +251,49 @@ def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
     return doc
 
 
+RENDER_FILES = ("render_persp.png", "render_bev.png")
+
+
+def render_key(render_job: dict[str, Any]) -> str:
+    """What the renders of a given island.blend depend on: the render settings, the forward
+    axes drawn, and the mesh/context caches they are drawn from (by size and mtime)."""
+    parts: dict[str, Any] = dict(render_job)
+    for field_ in ("meshes_npz", "context_npz"):
+        path = render_job.get(field_)
+        if path:
+            st = os.stat(path)
+            parts[field_] = [path, st.st_size, st.st_mtime_ns]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def _reuse_renders(group: Group, n: int, transforms: Transforms, key: str, stage: Path
+                   ) -> dict[str, Any] | None:
+    """For a step that moves nothing: link iter_(N-1)'s renders into ``stage`` and return a
+    stand-in worker result (the previous render data), or None when they cannot stand (a
+    member moves, other render settings or caches, a file missing)."""
+    if not transforms.trivial:
+        return None
+    prev_dir = group.iter_dir(n - 1)
+    try:
+        prev_info = read_object(prev_dir / "info.json", GroupInputError, "info.json", "")
+    except GroupInputError:
+        return None
+    render = prev_info.get("render")
+    if prev_info.get("render_key") != key or not isinstance(render, dict) or not all(
+            (prev_dir / f).is_file() for f in RENDER_FILES):
+        return None
+    for name in RENDER_FILES:
+        try:
+            os.link(prev_dir / name, stage / name)
+        except OSError:
+            shutil.copyfile(prev_dir / name, stage / name)
+    render = {**render, "persp": str(stage / RENDER_FILES[0]),
+              "bev": str(stage / RENDER_FILES[1])}
+    return {"render": render, "blender_version": prev_info.get("blender_version"),
+            "file_version": prev_info.get("file_version"),
+            "autoexec_fail": prev_info.get("autoexec_fail"), "timings_s": None}
+
+
 def _render_job(settings: Settings, axes: dict[str, Any], group: Group) -> dict[str, Any]:
     """Render settings, each member's local forward axis (drawn as arrows in the BEV) and the
     group's mesh cache (each unit is drawn from the geometry that is measured)."""
@@ -405,8 +449,8 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         meshes, props = load_meshes(group)
         axes = forward_axes(group, meshes, props)
         _log(progress, "[init_iter0] rendering iter_0")
-        result = run_job({**base_job, "render": _render_job(settings, axes, group),
-                          "export_meshes": None})
+        render_job = _render_job(settings, axes, group)
+        result = run_job({**base_job, "render": render_job, "export_meshes": None})
         poses = _poses_from_job(result, group.metadata.members)
         _log(progress, "[init_iter0] geometry")
         geometry = _geometry(group, meshes, axes, poses, 0)
@@ -417,6 +461,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         atomic.write_json(iter_stage / "transforms.json", empty_transforms(0, sha256_file(image)))
         info = _info(0, result, trivial=True, sanity="skipped (baseline)",
                      seconds=time.perf_counter() - t0)
+        info["render_key"] = render_key(render_job)
         atomic.write_json(iter_stage / "info.json", info)
         atomic.write_json(iter_stage / "geometry.json", geometry)
         atomic.write_json(iter_stage / "current_state.json",
@@ -520,17 +565,29 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             t0 = time.perf_counter()
             blend = stage / "island.blend"
             atomic.copy_file(group.iter_dir(n - 1) / "island.blend", blend)
-            _log(progress, f"[iter_step] iter_{n}: applying {len(transforms.members)} "
-                           "member delta(s), saving, rendering")
-            result = run_job({"op": "step", "blend": str(blend),
-                              "members": list(group.metadata.members),
-                              "anchor_id": group.metadata.anchor_id,
-                              # Only moved members are written: the others keep their
-                              # exact stored matrices (no float32 round trip).
-                              "poses": {k: frames.to_list(planned[k])
-                                        for k, d in transforms.members.items() if not d.trivial},
-                              "render": _render_job(settings, axes, group), "export_meshes": None})
-            read_back = _poses_from_job(result, group.metadata.members)
+            render_job = _render_job(settings, axes, group)
+            key = render_key(render_job)
+            reused = _reuse_renders(group, n, transforms, key, stage) if settings.reuse_renders \
+                else None
+            if reused is not None:
+                # Nothing moves: iter_(N-1)'s island.blend (byte copy above), its read-back
+                # poses and its renders of that very file with the same settings stand.
+                _log(progress, f"[iter_step] iter_{n}: nothing moves; iter_{n - 1}'s renders "
+                               "reused")
+                result, read_back = reused, prev
+            else:
+                _log(progress, f"[iter_step] iter_{n}: applying {len(transforms.members)} "
+                               "member delta(s), saving, rendering")
+                result = run_job({"op": "step", "blend": str(blend),
+                                  "members": list(group.metadata.members),
+                                  "anchor_id": group.metadata.anchor_id,
+                                  # Only moved members are written: the others keep their
+                                  # exact stored matrices (no float32 round trip).
+                                  "poses": {k: frames.to_list(planned[k])
+                                            for k, d in transforms.members.items()
+                                            if not d.trivial},
+                                  "render": render_job, "export_meshes": None})
+                read_back = _poses_from_job(result, group.metadata.members)
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")
             geometry = _geometry(group, meshes, axes, read_back, n)
@@ -540,6 +597,9 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             info = _info(n, result, trivial=trivial,
                          sanity="skipped (trivial transforms)" if trivial else "ok",
                          seconds=time.perf_counter() - t0)
+            info["render_key"] = key
+            if reused is not None:
+                info["renders_reused_from"] = f"iter_{n - 1}"
             atomic.write_json(stage / "info.json", info)
             atomic.write_json(stage / "geometry.json", geometry)
             atomic.write_json(stage / "current_state.json",

@@ -10,13 +10,18 @@ and ``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "par
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
 
@@ -71,3 +76,33 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
     except (KeyError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"malformed mesh cache: {exc}") from exc
     return meshes, props
+
+
+def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
+    """A content key for a mesh (float64 vertices, int32 faces, shapes): identical meshes -
+    the six chairs of one asset, the same unit in every iteration - share what is derived
+    from them (``remembered``)."""
+    v = np.ascontiguousarray(vertices, dtype=float)
+    f = np.ascontiguousarray(faces, dtype=np.int32)
+    digest = hashlib.sha1(v.tobytes())
+    digest.update(f.tobytes())
+    digest.update(repr((v.shape, f.shape)).encode())
+    return digest.hexdigest()
+
+
+_REMEMBERED: dict[tuple[str, str], Any] = {}
+REMEMBERED_ENTRIES = 512
+
+
+def remembered(kind: str, key: str, compute: Callable[[], T]) -> T:
+    """``compute()`` once per (kind, key) in this process (a long-lived step host or scene
+    run derives each unit's hull, pivots and front once, not once per iteration); the oldest
+    entries go beyond ``REMEMBERED_ENTRIES``. Only for pure functions of the key."""
+    slot = (kind, key)
+    if slot in _REMEMBERED:
+        return _REMEMBERED[slot]  # type: ignore[no-any-return]
+    value = compute()
+    while len(_REMEMBERED) >= REMEMBERED_ENTRIES:
+        _REMEMBERED.pop(next(iter(_REMEMBERED)))
+    _REMEMBERED[slot] = value
+    return value

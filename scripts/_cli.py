@@ -69,3 +69,21 @@ def job_runner(settings: Settings):
         daemon = DaemonOptions(idle_s=settings.daemon_idle_s, max_jobs=settings.daemon_max_jobs,
                                max_rss_mb=settings.daemon_max_rss_mb)
     return backend, (lambda job: run_job(job, backend, daemon=daemon))
+
+
+def job_slots(settings: Settings):
+    """``slot -> run_job`` for work that runs groups side by side (``island-refine run``),
+    or None when Blender work cannot run concurrently here (the bpy module in this
+    process). Warm workers: slot 0 is the usual one, slot k its k-th sibling (key
+    ``...-wk``); a Blender binary without the warm worker: a subprocess per job."""
+    from worker.daemon import DaemonOptions, daemon_allowed
+    from worker.launch import resolve_blender, run_job
+
+    backend = resolve_blender(settings.blender_bin, None)
+    if daemon_allowed(settings.daemon):
+        base = DaemonOptions(idle_s=settings.daemon_idle_s, max_jobs=settings.daemon_max_jobs,
+                             max_rss_mb=settings.daemon_max_rss_mb)
+        return lambda slot: (lambda job: run_job(job, backend, daemon=base.with_slot(slot)))
+    if getattr(backend, "embedded", True):
+        return None
+    return lambda slot: (lambda job: run_job(job, backend))

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units")
+SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units", "scene")
 
 
 def available() -> list[str]:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import job_runner, run_main, settings_from  # noqa: E402
+from scripts._cli import job_runner, job_slots, run_main, settings_from  # noqa: E402
 
 PROG = "refine_scene"
 
@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run (or resume) the pipeline on a scene directory")
     run.add_argument("--scene-dir", required=True, help="holds inputs/ and blend/")
+    run.add_argument("--workers", type=int, default=None, dest="group_workers",
+                     help="groups refined side by side, each on its own warm worker "
+                          "(default: one per core; 1 = one after another). Needs the warm "
+                          "worker or a Blender binary; the bpy module in-process is one")
     _add_run_flags(run)
     rep = sub.add_parser("report", help="print the ledger and metrics as tables")
     rep.add_argument("scene_dir")
@@ -126,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         _, run_job = job_runner(settings)
         progress = None if args.quiet else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
-        pipeline = ScenePipeline(args.scene_dir, options, run_job, progress=progress)
+        pipeline = ScenePipeline(args.scene_dir, options, run_job, progress=progress,
+                                 job_slots=job_slots(settings))
         code = pipeline.run(argv)
         state = pipeline.state.doc if pipeline.state else {}
         print(f"[{PROG}] done: {len(state.get('islands_completed', []))} completed, "
@@ -147,7 +152,8 @@ def _run_options(args: argparse.Namespace):
     settings = settings_from(args)
     options = RunOptions(policy=args.policy, max_iter=args.max_iter, max_rounds=args.max_rounds,
                          min_delta=args.min_delta, timeout_s=args.timeout_s,
-                         restart=args.restart, settings=settings)
+                         restart=args.restart, settings=settings,
+                         workers=getattr(args, "group_workers", None))
     options.check()
     return settings, options
 

@@ -542,15 +542,19 @@ def test_agent_with_a_setsid_child_does_not_hang_the_loop(prepared: Path,
     marker = f"ir-fault-{os.getpid()}"
     script = tmp_path / "agent.sh"
     script.write_text("#!/bin/sh\n"
-                      f"setsid sh -c 'exec -a {marker} sleep 600' &\n"
+                      f"setsid {sys.executable} -c 'import time; time.sleep(600)' {marker} "
+                      "&\n"
                       f"echo '{json.dumps(THREE_MOVES)}'\n")
     script.chmod(0o755)
     t0 = time.monotonic()
-    proc = agent_run(group, str(script), 20)
+    try:
+        proc = agent_run(group, str(script), 20)
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True,
+                              check=False).stdout.split()
+    finally:
+        subprocess.run(["pkill", "-f", marker], check=False)
     assert time.monotonic() - t0 < 240, "the loop waited on the setsid child"
     assert proc.returncode in (0, EXIT_AGENT), proc.stderr[-2000:]
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True,
-                          check=False).stdout.split()
     assert not left, f"setsid children left running: {left}"
     run = json.loads((group / "simple_refiner" / "run.json").read_text())
     assert run["status"] != "running"

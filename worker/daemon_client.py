@@ -68,20 +68,26 @@ class DaemonOptions:
     daemon died and the job is retried; None -> stderr). A plain class: ``dataclasses``
     would cost a thin client ~8 ms of imports."""
 
-    __slots__ = ("idle_s", "max_jobs", "max_rss_mb", "directory", "notice")
+    __slots__ = ("idle_s", "max_jobs", "max_rss_mb", "directory", "notice", "slot")
 
     def __init__(self, idle_s: float = DEFAULT_IDLE_S, max_jobs: int = DEFAULT_MAX_JOBS,
                  max_rss_mb: int = DEFAULT_MAX_RSS_MB, directory: str | None = None,
-                 notice: Callable[[str], None] | None = None) -> None:
+                 notice: Callable[[str], None] | None = None, slot: int = 0) -> None:
         self.idle_s = idle_s
         self.max_jobs = max_jobs
         self.max_rss_mb = max_rss_mb
         self.directory = directory
         self.notice = notice
+        self.slot = slot   # > 0: the slot-th extra warm worker of this Blender (parallel use)
+
+    def with_slot(self, slot: int) -> DaemonOptions:
+        return DaemonOptions(self.idle_s, self.max_jobs, self.max_rss_mb, self.directory,
+                             self.notice, slot)
 
     def __repr__(self) -> str:
         return (f"DaemonOptions(idle_s={self.idle_s!r}, max_jobs={self.max_jobs!r}, "
-                f"max_rss_mb={self.max_rss_mb!r}, directory={self.directory!r})")
+                f"max_rss_mb={self.max_rss_mb!r}, directory={self.directory!r}, "
+                f"slot={self.slot!r})")
 
 
 def daemon_allowed(configured: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -477,7 +483,7 @@ def start(paths: Paths, command: list[str], env: Mapping[str, str], what: str = 
     with contextlib.suppress(OSError):
         if paths.log.stat().st_size > LOG_ROTATE_BYTES:
             os.replace(paths.log, paths.log.with_name(paths.log.name + ".1"))
-    log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log_fd = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_fd,
                                 stderr=log_fd, cwd=str(paths.directory), env=dict(env),
@@ -541,7 +547,8 @@ def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None 
     from .launch import raise_result_error
 
     options = options or DaemonOptions()
-    paths = Paths(private_dir(options.directory), backend_key(backend))
+    key = backend_key(backend) + (f"-w{int(options.slot)}" if options.slot else "")
+    paths = Paths(private_dir(options.directory), key)
     op = str(job.get("op"))
     guard = _InputGuard(job)
     reply = call(paths, dict(job), code_fingerprint(),

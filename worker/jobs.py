@@ -72,19 +72,35 @@ def _members(job: Mapping) -> list[str]:
     return list(dict.fromkeys(members))
 
 
+_RENDER_MESHES: dict[tuple, dict] = {}   # (path, size, mtime_ns) -> drawn arrays per unit
+_RENDER_MESHES_KEPT = 16
+
+
 def _unit_meshes(path: Any) -> dict | None:
-    """The group's mesh cache for the render proxies (the units' local geometry does not
-    change between iterations: only their roots move)."""
+    """The group's mesh cache as the render proxies draw it (``units.render_arrays``: a
+    high-poly unit vertex-clustered to ``RENDER_MAX_TRIANGLES``). The units' local geometry
+    does not change between iterations, only their roots move, so a warm worker keeps the
+    arrays per cache file (path, size, mtime) for the next job."""
     if not path:
         return None
     from island_tools import meshcache
 
+    from .units import render_arrays
+
     try:
+        st = os.stat(str(path))
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key in _RENDER_MESHES:
+            return _RENDER_MESHES[key]
         meshes, _ = meshcache.load(str(path))
     except (FileNotFoundError, ValueError) as exc:
         raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
                               fix="delete it and rerun init_iter0.py") from None
-    return meshes
+    drawn = {name: render_arrays(v, f) for name, (v, f) in meshes.items()}
+    while len(_RENDER_MESHES) >= _RENDER_MESHES_KEPT:
+        _RENDER_MESHES.pop(next(iter(_RENDER_MESHES)))
+    _RENDER_MESHES[key] = drawn
+    return drawn
 
 
 def _step(job: Mapping) -> dict:

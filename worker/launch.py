@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -361,6 +362,9 @@ def blender_output_captured() -> Iterator[None]:
                     print(f"[blender] {line}", file=sys.stderr)
 
 
+_IN_PROCESS = threading.Lock()
+
+
 def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
             daemon: DaemonOptions | None = None) -> dict:
     """Run one worker job on ``backend``: on its warm worker when ``daemon`` is given, else
@@ -375,6 +379,6 @@ def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
                       f"{exc.one_line()}")
     if backend.embedded:
         from worker.jobs import run_job as run_in_process
-        with blender_output_captured():
-            return run_in_process(job)
+        with _IN_PROCESS, blender_output_captured():   # bpy is one per process: one job
+            return run_in_process(job)                  # at a time, whatever the threads
     return run_binary(job, backend, timeout=timeout)

@@ -47,6 +47,7 @@ Output: PNG, RGB, 8 bit, no dithering; each file is rendered to a temporary name
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -60,7 +61,7 @@ from mathutils import Matrix, Vector
 from island_tools.errors import GroupInputError, UsageError, WorkerError
 
 from .blend_io import get_objects, probe_write, require_parent
-from .units import proxy_mesh, unit_geometry
+from .units import proxy_mesh, render_arrays, unit_geometry
 
 ENGINES = {"workbench": "BLENDER_WORKBENCH", "cycles": "CYCLES"}
 PALETTE = [
@@ -238,6 +239,13 @@ def _configure_output(scene, resolution: int) -> None:
     r.use_sequencer = False
     r.film_transparent = False
     r.dither_intensity = 0.0
+    # No metadata in the PNG (date, render time, the staging file's path): the same state
+    # with the same settings gives the same bytes, so an unchanged iteration can reuse them.
+    r.use_stamp = False
+    for name in dir(r):
+        if name.startswith("use_stamp_") and name != "use_stamp_note":
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(r, name, False)
     img = r.image_settings
     if hasattr(img, "media_type"):  # Blender >= 5.0
         img.media_type = "IMAGE"
@@ -333,8 +341,9 @@ def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Seque
     geometry = {n: (np.asarray(v, dtype=float), np.asarray(t)) for n, (v, t) in
                 (unit_meshes or {}).items() if n in members}
     live = [n for n in members if n not in geometry]
-    if live:
-        geometry.update({n: (g.vertices, g.triangles) for n, g in unit_geometry(live).items()})
+    if live:   # not in a mesh cache: evaluated here, drawn as render_arrays draws a cache
+        geometry.update({n: render_arrays(g.vertices, g.triangles)
+                         for n, g in unit_geometry(live).items()})
     empty = [n for n in members if not len(geometry[n][1])]
     if empty:
         raise GroupInputError("units without geometry: " + ", ".join(repr(n) for n in empty))

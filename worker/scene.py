@@ -77,6 +77,7 @@ from .units import (
     instanced_collections,
     owner_boxes,
     proxy_mesh,
+    render_arrays,
     unit_geometry,
     unit_objects,
 )
@@ -243,8 +244,8 @@ def render_masked(groups: Sequence[Mapping], context: Sequence[str], resolution:
         for root, g in geometry.items():
             if not len(g.triangles):
                 continue
-            proxy = bpy.data.objects.new(f"{_TMP}_{root}", proxy_mesh(f"{_TMP}_{root}",
-                                                                      g.vertices, g.triangles))
+            proxy = bpy.data.objects.new(f"{_TMP}_{root}", proxy_mesh(
+                f"{_TMP}_{root}", *render_arrays(g.vertices, g.triangles)))
             proxy.matrix_world = bpy.data.objects[root].matrix_world
             scene.collection.objects.link(proxy)
             proxies[root] = proxy

@@ -8,6 +8,7 @@ the batch's tasks build one each.
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from .state import SceneState
 
 RunGroup = Callable[..., Any]
 Progress = Callable[[str], None]
+JobSlots = Callable[[int], RunJob]   # slot -> run_job of its own (a warm worker per slot)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class RunOptions:
     timeout_s: float = 120.0
     restart: bool = False
     settings: Settings = field(default_factory=Settings)
+    # Groups refined side by side (each on its own warm worker); None = one per core.
+    # Only with a ``job_slots`` factory (else sequential). Outputs do not depend on it.
+    workers: int | None = None
 
     def check(self) -> None:
         if self.max_iter < 1:
@@ -43,6 +48,8 @@ class RunOptions:
             raise UsageError(f"--max-rounds must be >= 1, got {self.max_rounds}")
         if not math.isfinite(self.min_delta) or self.min_delta < 0:
             raise UsageError(f"--min-delta must be a finite number >= 0, got {self.min_delta}")
+        if self.workers is not None and self.workers < 1:
+            raise UsageError(f"--workers must be >= 1, got {self.workers}")
         if not self.timeout_s > 0:
             raise UsageError(f"--timeout-s must be > 0, got {self.timeout_s}")
         if self.policy != "solver" and not (self.policy.startswith("command:")
@@ -53,6 +60,7 @@ class RunOptions:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("restart")
+        out.pop("workers")   # how fast, not what: resuming with another count is the same run
         return out
 
 
@@ -60,11 +68,13 @@ class StageContext:
     """The paths, options, injected work and run bookkeeping a stage function needs."""
 
     def __init__(self, scene_dir: str | os.PathLike[str], options: RunOptions, run_job: RunJob,
-                 run_group: RunGroup | None = None, progress: Progress | None = None) -> None:
+                 run_group: RunGroup | None = None, progress: Progress | None = None,
+                 job_slots: JobSlots | None = None) -> None:
         options.check()
         self.paths = ScenePaths(scene_dir)
         self.options = options
         self.run_job = run_job
+        self.job_slots = job_slots
         self._run_group = run_group
         self.progress = progress
         self.state: SceneState | None = None
@@ -74,6 +84,19 @@ class StageContext:
         self.exit_code = 0
         self.input_sha_before = ""
         self.stage_seconds: dict[str, float] = {}
+
+    def group_workers(self, groups: int) -> int:
+        """How many groups to refine side by side: 1 without a ``job_slots`` factory."""
+        if self.job_slots is None or groups < 2:
+            return 1
+        wanted = self.options.workers or os.cpu_count() or 1
+        return max(1, min(wanted, groups))
+
+    def with_run_job(self, run_job: RunJob) -> StageContext:
+        """The same context (state, ledger, paths shared) with another ``run_job``."""
+        view = copy.copy(self)
+        view.run_job = run_job
+        return view
 
     def say(self, msg: str) -> None:
         if self.progress:

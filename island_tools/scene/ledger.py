@@ -146,7 +146,10 @@ class DeadRun:
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+        # check_same_thread off: groups refined side by side (refine.refine_side_by_side)
+        # write from their own threads, one at a time under the run's lock.
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0,
+                                    check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.executescript(SCHEMA + _append_only_triggers())

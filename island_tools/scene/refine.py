@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,11 +41,75 @@ def refine(ctx: StageContext) -> None:
     if not flagged:
         state.trace("refine:skipped:no_flagged_group")
         return
-    for gid in flagged:
-        refine_group(ctx, gid)
+    workers = ctx.group_workers(len(flagged))
+    if workers > 1:
+        refine_side_by_side(ctx, list(flagged), workers)
+    else:
+        for gid in flagged:
+            refine_group(ctx, gid)
     for stage in ("refine", "verify", "resolve_unknowns"):
         if stage in state.doc["stages"] or stage == "refine":
             state.stage_finished(stage, 0.0)
+
+
+def refine_side_by_side(ctx: StageContext, gids: list[str], workers: int) -> None:
+    """``refine_group`` for several groups at once, one thread and one warm worker each.
+
+    Groups are independent in this stage (each island carries its own fixed context from
+    validation), so the only shared things are the run's bookkeeping - ``state.json``, the
+    ledger, the progress printer - and those are touched under one lock, which a thread
+    holds for everything it does except waiting on Blender: its ``run_job`` releases the
+    lock for the job's duration. Bookkeeping is therefore as serial as in a sequential run
+    (the same writes, in an interleaved order); only the Blender work overlaps. An
+    exception that is not a group's own failure (Ctrl-C, SIGTERM) stops the others from
+    taking new groups and is raised here once they are back."""
+    assert ctx.job_slots is not None
+    lock = threading.Lock()
+    todo = list(gids)
+    stop: list[BaseException] = []
+    ctx.say(f"refining {len(gids)} group(s), {workers} side by side")
+
+    def worker(slot: int) -> None:
+        job = ctx.job_slots(slot)  # type: ignore[misc]
+
+        def unlocked(spec: dict[str, Any]) -> dict[str, Any]:
+            lock.release()
+            try:
+                return job(spec)
+            finally:
+                lock.acquire()
+                if stop:   # the run is stopping: this group goes no further
+                    raise _Stopped()
+
+        view = ctx.with_run_job(unlocked)
+        with lock:
+            while todo and not stop:
+                gid = todo.pop(0)
+                try:
+                    refine_group(view, gid)
+                except _Stopped:
+                    return
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                    stop.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(slot,), name=f"refine-{slot}",
+                                daemon=True) for slot in range(workers)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    except BaseException as exc:
+        stop.append(exc)
+        lock.acquire()   # never released: no thread touches the run's bookkeeping again
+        raise
+    if stop:
+        raise stop[0]
+
+
+class _Stopped(BaseException):
+    """Unwinds a side-by-side group when the run stops (not a failure of the group)."""
 
 
 def group_gate(ctx: StageContext, gid: str, terminal: str) -> bool:
