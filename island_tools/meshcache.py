@@ -28,7 +28,7 @@ Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
 
 def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
           units: dict[str, dict] | None = None) -> bytes:
-    arrays: dict[str, np.ndarray] = {"names": np.array(list(meshes.keys()), dtype=str)}
+    arrays: dict[str, Any] = {"names": np.array(list(meshes.keys()), dtype=str)}
     for i, (verts, faces) in enumerate(meshes.values()):
         arrays[f"v{i}"] = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
         arrays[f"f{i}"] = np.asarray(faces, dtype=np.int32).reshape(-1, 3)
@@ -79,10 +79,15 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
 
 
 def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
-    """A content key for a mesh (float64 vertices, int32 faces, shapes): identical meshes -
-    the six chairs of one asset, the same unit in every iteration - share what is derived
-    from them (``remembered``)."""
-    v = np.ascontiguousarray(vertices, dtype=float)
+    """A content key for a mesh: identical meshes - the six chairs of one asset, the same unit
+    exported again by a later stage or iteration - share what is derived from them
+    (``remembered``).
+
+    Vertices are keyed at float32, Blender's own precision: a unit exported through its
+    parts' matrices comes out with float64 noise (1e-16 m) that differs from chair to chair
+    and from stage to stage although the mesh is the same; derived values (a hull, a BVH, a
+    front) differ by that noise at most."""
+    v = np.ascontiguousarray(vertices, dtype=np.float32)
     f = np.ascontiguousarray(faces, dtype=np.int32)
     digest = hashlib.sha1(v.tobytes())
     digest.update(f.tobytes())

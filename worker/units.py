@@ -453,6 +453,16 @@ def render_arrays(vertices: np.ndarray, triangles: np.ndarray,
     f = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
     if len(f) <= max_triangles or len(v) == 0:
         return v, f
+    from island_tools.meshcache import mesh_digest, remembered
+
+    # Once per distinct mesh in this process: the same chair drawn by every render of every
+    # iteration, by the masked scene render and by its five siblings.
+    return remembered("render.proxy", f"{mesh_digest(v, f)}:{max_triangles}",
+                      lambda: _clustered(v, f, max_triangles))
+
+
+def _clustered(v: np.ndarray, f: np.ndarray,
+               max_triangles: int) -> tuple[np.ndarray, np.ndarray]:
     lo = v.min(axis=0)
     extent = float((v.max(axis=0) - lo).max()) or 1.0
     cell = extent / max(8.0, np.sqrt(max_triangles))

@@ -1,0 +1,70 @@
+"""What is derived from a mesh is derived once per distinct mesh in a process.
+
+``meshcache.mesh_digest`` keys a mesh at float32 (Blender's precision): the same chair
+exported through two different parent matrices differs by float64 noise and must share one
+key, while a real edit of a vertex (a millimetre) must not. ``units.render_arrays`` (bpy
+tier: the worker module imports bpy) clusters a high-poly unit once per distinct mesh.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from island_tools import meshcache
+
+
+def _mesh(n: int = 400, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(-0.4, 0.4, (n, 3))
+    f = rng.integers(0, n, (2 * n, 3)).astype(np.int32)
+    return v, f
+
+
+def test_digest_ignores_float64_noise_but_not_real_edits() -> None:
+    v, f = _mesh()
+    v32 = v.astype(np.float32).astype(float)          # what Blender holds
+    yaw = np.radians(37.0)
+    rot = np.array([[np.cos(yaw), -np.sin(yaw), 0], [np.sin(yaw), np.cos(yaw), 0], [0, 0, 1]])
+    through_parent = (v32 @ rot.T + [1.3, -2.1, 0.0] - [1.3, -2.1, 0.0]) @ rot  # round trip
+    assert not np.array_equal(through_parent, v32)    # float64 noise is really there
+    assert np.abs(through_parent - v32).max() < 1e-12
+    assert meshcache.mesh_digest(through_parent, f) == meshcache.mesh_digest(v32, f)
+    edited = v32.copy()
+    edited[7, 0] += 1e-3
+    assert meshcache.mesh_digest(edited, f) != meshcache.mesh_digest(v32, f)
+    assert meshcache.mesh_digest(v32, f[::-1]) != meshcache.mesh_digest(v32, f)
+
+
+def test_remembered_computes_once_per_key() -> None:
+    calls: list[int] = []
+    key = meshcache.mesh_digest(*_mesh(seed=11))
+    for _ in range(3):
+        out = meshcache.remembered("test.kind", key, lambda: calls.append(1) or len(calls))
+    assert calls == [1] and out == 1
+
+
+@pytest.mark.bpy
+def test_render_proxy_clustered_once_per_distinct_mesh(monkeypatch) -> None:
+    pytest.importorskip("bpy")
+    from worker import units
+
+    v, f = _mesh(n=3000, seed=5)
+    clustered: list[int] = []
+    real = units._clustered
+
+    def counting(*args):
+        clustered.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(units, "_clustered", counting)
+    a = units.render_arrays(v, f, max_triangles=500)
+    noisy = v * (1.0 + 1e-15)                                   # a sibling with float noise
+    assert not np.array_equal(noisy, v)
+    b = units.render_arrays(noisy, f, max_triangles=500)
+    assert clustered == [1] and a is b
+    assert len(a[1]) <= 500 and len(a[0]) < len(v)
+    units.render_arrays(v * 1.01, f, max_triangles=500)          # a different mesh
+    assert clustered == [1, 1]
+    small_v, small_f = _mesh(n=50, seed=2)
+    sv, sf = units.render_arrays(small_v, small_f, max_triangles=500)   # drawn as is
+    assert np.array_equal(sv, small_v) and np.array_equal(sf, small_f)
