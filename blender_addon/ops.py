@@ -1,22 +1,39 @@
-"""Operators: each maps its inputs onto one call of ``tasks`` / ``worker`` (see runner.py for
-where that call runs). Failures are ``self.report({'ERROR'}, one line)`` + ``{'CANCELLED'}``;
-long operators show ``wm.progress_*`` and, when delegated with a UI, run modal (Esc cancels)."""
-import contextlib
+"""Operators: each maps its inputs onto one call of ``tasks`` / ``worker`` (runner.py says
+where that call runs). Failures are ``self.report({'ERROR'}, one line for people)`` +
+``{'CANCELLED'}`` (the CLI's exit code in ``last_exit_code``, the full line on the console).
+
+Long operators (init, the three steps, render, geometry) run synchronously from scripts and
+in background mode; invoked in a window they run modal: the CLI in a child Python, polled by
+a 0.1 s timer, the panel redrawn on every progress line, **Esc** stops the child and then
+reads the disk - the iteration was written (said so, and loaded) or it was not (and what
+the operator had written for it, a solver's or an artist's ``transforms.json``, is removed).
+"""
+import os
+import re
+import tempfile
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import bpy
-from bpy.props import EnumProperty, IntProperty, StringProperty
+from bpy.props import BoolProperty, EnumProperty, IntProperty, StringProperty
 
 from . import prefs, tasks
 from .runner import Runner
 
 ISLAND_SCENE_PREFIX = "Island "
+IMAGE_VIEWS = ("persp", "bev")
+_RUNNING: set[str] = set()   # group folders a modal operator is working on
 
 
 # --------------------------------------------------------------------------- helpers
 def state(context):
     return context.scene.island_refiner
+
+
+def all_states():
+    return [s.island_refiner for s in bpy.data.scenes
+            if getattr(s, "island_refiner", None) is not None]
 
 
 def make_runner(context) -> Runner:
@@ -33,29 +50,47 @@ def _has_group(context) -> bool:
         and group_path(context) is not None
 
 
-def _one_line(exc: BaseException) -> str:
-    if hasattr(exc, "one_line") and hasattr(exc, "exit_code"):
-        return f"{exc.one_line()} (exit {exc.exit_code})"
-    if isinstance(exc, LookupError):
-        return str(exc.args[0] if exc.args else exc)
-    return " ".join(f"internal: {type(exc).__name__}: {exc}".split())
+def _idle_group(context) -> bool:
+    return _has_group(context) and str(group_path(context)) not in _RUNNING
 
 
-@contextlib.contextmanager
-def progress(context, total: int):
-    wm = context.window_manager
-    wm.progress_begin(0, max(total, 1))
-    count = [0]
+def tag_redraw() -> None:
+    """Redraw every area (the sidebar shows progress and results without a mouse move)."""
+    wm = getattr(bpy.context, "window_manager", None)
+    for window in (wm.windows if wm is not None else ()):
+        for area in window.screen.areas:
+            area.tag_redraw()
 
-    def tick(message: str) -> None:
-        count[0] += 1
-        wm.progress_update(min(count[0], total))
-        print(f"[island] {message}")
 
-    try:
-        yield tick
-    finally:
-        wm.progress_end()
+_EXIT = re.compile(r"\s*\(exit \d+\)")
+_TAG = re.compile(r"^\[[\w .-]+\]\s*")
+_ABS = re.compile(r"(?<![\w.~])/(?:[^\s'\",:()/]+/)*([^\s'\",:()/]+/[^\s'\",:()/]+)")
+
+
+def people(text: str, st=None) -> str:
+    """Panel text: no CLI exit codes, paths relative to the scene folder, other absolute
+    paths cut to their last two parts."""
+    text = _TAG.sub("", _EXIT.sub("", str(text)).strip())
+    root = st.scene_path() if st is not None else None
+    if root is not None:
+        for prefix in (root / "relation_groups", root):
+            text = text.replace(str(prefix) + os.sep, "").replace(str(prefix), ".")
+    text = _ABS.sub(lambda m: "…/" + m.group(1) if m.group(0) != "/" + m.group(1)
+                    else m.group(0), text)
+    return " ".join(text.split())
+
+
+def wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, max(width, 12), break_long_words=True,
+                         break_on_hyphens=False) or [""]
+
+
+def set_message(st, text: str, level: str = "INFO", code: int = 0) -> str:
+    st.last_message, st.last_level, st.last_exit_code = people(text, st), level, code
+    tag_redraw()
+    return st.last_message
 
 
 def refresh_groups(st, select: str | None = None) -> None:
@@ -75,6 +110,26 @@ def refresh_groups(st, select: str | None = None) -> None:
         show_group(st)
 
 
+def sync_groups(st) -> bool:
+    """The group list as the files on disk say, without touching what the artist set
+    (selection, iteration field, target spec fields). True when something changed."""
+    root = st.scene_path()
+    infos = tasks.list_groups(root) if root else []
+    if [g.name for g in st.groups] != [i["id"] for i in infos]:
+        refresh_groups(st)
+        return True
+    changed = False
+    for item, info in zip(st.groups, infos):
+        if (item.status, item.latest_iter) != (info["status"], info["latest_iter"]):
+            item.status, item.latest_iter = info["status"], info["latest_iter"]
+            changed = True
+    group = st.active_group()
+    if group is not None and st.iteration > max(group.latest_iter, 0):
+        st.iteration = max(group.latest_iter, 0)
+        changed = True
+    return changed
+
+
 def show_group(st) -> None:
     """The selected group's target spec into the fields, the browser on its latest iteration."""
     group = st.active_group()
@@ -90,64 +145,191 @@ def show_group(st) -> None:
     st.iteration = max(group.latest_iter, 0)
 
 
-def load_images(renders: dict, prefix: str) -> list:
+def follow_iteration(root: Path, n: int) -> None:
+    """Every scene's panel that shows group ``root`` moves to iteration ``n`` (the panel of
+    the artist's own scene must not keep a stale iteration)."""
+    for st in all_states():
+        sync_groups(st)
+        group = st.active_group()
+        if group is not None and Path(group.path) == root:
+            st.iteration = n
+
+
+def island_scene_name(root: Path) -> str:
+    return f"{ISLAND_SCENE_PREFIX}{root.name}"
+
+
+def loaded_iteration(root: Path) -> int | None:
+    """The iteration of ``root`` loaded in its island scene, or None."""
+    from worker import addon_ops
+
+    scene = bpy.data.scenes.get(island_scene_name(root))
+    iters = {o.get(addon_ops.PROP_ITER) for o in (scene.objects if scene else ())
+             if o.get(addon_ops.PROP_GROUP) == str(root) and addon_ops.PROP_MEMBER in o}
+    return iters.pop() if len(iters) == 1 else None
+
+
+def merge_choice(root: Path) -> tuple[int, str]:
+    """Which iteration Merge Back places: the one loaded in the island scene (the artist
+    looks at it), else the latest complete one."""
+    done = tasks.completed_iters(root)
+    if not done:
+        from island_tools.errors import UsageError
+        raise UsageError(f"{root.name} has no complete iteration", fix="run Init iter_0 first")
+    loaded = loaded_iteration(root)
+    if loaded is not None and loaded in done:
+        why = "loaded" if loaded == done[-1] else f"loaded; latest is iter_{done[-1]}"
+        return loaded, why
+    return done[-1], "latest complete"
+
+
+def group_images(gid: str) -> list:
+    return [bpy.data.images[n] for n in (f"{ISLAND_SCENE_PREFIX}{gid} {v}" for v in IMAGE_VIEWS)
+            if n in bpy.data.images]
+
+
+def show_renders(context, gid: str, renders: dict, label: str) -> list:
+    """One image pair per group (``Island <G> persp`` / ``bev``), re-pointed at ``renders``;
+    shown in the panel (previews) and in any open Image Editor."""
     images = []
-    for view, path in sorted(renders.items()):
-        name = f"{prefix} {view}"
+    for view in IMAGE_VIEWS:
+        path = renders.get(view)
+        if not path:
+            continue
+        name = f"{ISLAND_SCENE_PREFIX}{gid} {view}"
         image = bpy.data.images.get(name)
-        if image is not None:
-            bpy.data.images.remove(image)
-        image = bpy.data.images.load(path, check_existing=False)
-        image.name = name
+        if image is None:
+            image = bpy.data.images.load(path, check_existing=False)
+            image.name = name
+        else:
+            image.filepath = path
+            image.reload()
+        image["island_label"] = label
+        if not bpy.app.background:
+            try:
+                image.preview_ensure()
+                image.preview.reload()
+            except (AttributeError, RuntimeError):
+                pass
         images.append(image)
+    bev = [i for i in images if i.name.endswith("bev")]
+    if bev:
+        show_image(context, bev[0])
+    tag_redraw()
     return images
 
 
 def show_image(context, image) -> bool:
-    screen = getattr(context, "screen", None)
-    for area in (screen.areas if screen is not None else ()):
-        if area.type == "IMAGE_EDITOR":
-            area.spaces.active.image = image
-            return True
+    wm = getattr(context, "window_manager", None)
+    for window in (wm.windows if wm is not None else ()):
+        for area in window.screen.areas:
+            if area.type == "IMAGE_EDITOR":
+                area.spaces.active.image = image
+                return True
     return False
 
 
+def _remove_orphans(before: set) -> None:
+    """Objects a load appended that nothing uses (the island's fixed context, which is not
+    linked into the island scene), with their meshes: they would pile up as .001 copies."""
+    for obj in [o for o in bpy.data.objects if o.name not in before and o.users == 0]:
+        data = obj.data
+        bpy.data.objects.remove(obj)
+        if isinstance(data, bpy.types.Mesh) and data.users == 0:
+            bpy.data.meshes.remove(data)
+
+
 def load_into_scene(context, root: Path, n: int) -> str:
-    """The iteration browser: ``iter_N`` into the scene ``Island <G>`` + its renders."""
+    """The iteration browser: ``iter_N`` into the scene ``Island <G>`` (one per group,
+    reused) + its renders into the group's image pair."""
     from worker import addon_ops
 
     view = tasks.iteration_view(root, n)
-    result = addon_ops.load_iteration(view["blend"], view["members"],
-                                      f"{ISLAND_SCENE_PREFIX}{root.name}", str(root), n,
-                                      view["forward_local"], view["footprint_local"])
-    images = load_images(view["renders"], f"{root.name} iter_{n}")
-    bev = [i for i in images if i.name.endswith("bev")]
-    if bev:
-        show_image(context, bev[0])
+    before = {o.name for o in bpy.data.objects}
+    result = addon_ops.load_iteration(view["blend"], view["members"], island_scene_name(root),
+                                      str(root), n, view["forward_local"],
+                                      view["footprint_local"])
+    _remove_orphans(before)
+    show_renders(context, root.name, view["renders"], f"iter_{n} renders")
     window = getattr(context, "window", None)
     if window is not None and not bpy.app.background:
         source = state(context)
         island_scene = bpy.data.scenes[result["scene"]]
-        if island_scene != context.scene:
+        if island_scene != window.scene:
             target = island_scene.island_refiner
-            target.scene_dir = source.scene_dir
+            if target.scene_dir != source.scene_dir:
+                target.scene_dir = source.scene_dir
             window.scene = island_scene
             refresh_groups(target, select=root.name)
-            target.iteration = n
+            frame_views(window, island_scene)
+    follow_iteration(root, n)
     return result["scene"]
+
+
+def frame_views(window, scene) -> None:
+    """Frame the island in the window's 3D views when the window switches to it (the
+    island sits at the origin, small in a view framed on the artist's room)."""
+    for area in window.screen.areas:
+        if area.type != "VIEW_3D":
+            continue
+        region = next((r for r in area.regions if r.type == "WINDOW"), None)
+        try:
+            with bpy.context.temp_override(window=window, area=area, region=region,
+                                           scene=scene):
+                bpy.ops.view3d.view_all(center=False)
+        except (AttributeError, RuntimeError, TypeError):
+            pass  # best effort: Blender < 3.2 has no temp_override
+
+
+def remove_island_scenes(context, roots: list[Path] | None = None) -> list[str]:
+    """Remove the island scenes (all, or those of ``roots``), the objects loaded into them,
+    their meshes and materials left without users, and the groups' image pairs."""
+    from worker import addon_ops
+
+    names = {island_scene_name(r) for r in roots} if roots is not None else None
+    scenes = [s for s in bpy.data.scenes if s.name.startswith(ISLAND_SCENE_PREFIX)
+              and (names is None or s.name in names)]
+    keep = [s for s in bpy.data.scenes if s not in scenes]
+    if not keep:
+        return []
+    window = getattr(context, "window", None)
+    wm = getattr(context, "window_manager", None)
+    for win in (wm.windows if wm is not None else ([window] if window else [])):
+        if win.scene in scenes:
+            win.scene = keep[0]
+    removed = []
+    for scene in scenes:
+        gid = scene.name[len(ISLAND_SCENE_PREFIX):]
+        objs = [o for o in scene.objects if addon_ops.PROP_GROUP in o]
+        datas = {o.data for o in objs if o.data is not None}
+        mats = {m for d in datas for m in getattr(d, "materials", []) if m is not None}
+        for obj in objs:
+            bpy.data.objects.remove(obj)
+        for data in datas:
+            if isinstance(data, bpy.types.Mesh) and data.users == 0:
+                bpy.data.meshes.remove(data)
+        for mat in mats:
+            if mat.users == 0:
+                bpy.data.materials.remove(mat)
+        for image in group_images(gid):
+            bpy.data.images.remove(image)
+        removed.append(scene.name)
+        bpy.data.scenes.remove(scene)
+    return removed
 
 
 def summary(geometry: dict) -> str:
     g = geometry.get("group", {})
     parts = []
     if g.get("facing_error_max_deg") is not None:
-        parts.append(f"facing max {g['facing_error_max_deg']:.1f} deg")
+        parts.append(f"facing max {g['facing_error_max_deg']:.1f}°")
     if g.get("clearance_error_max_m") is not None:
-        parts.append(f"clearance err max {g['clearance_error_max_m']:.3f} m")
-    parts.append(f"penetrations {g.get('penetration_pairs', 0)}")
+        parts.append(f"clearance off {g['clearance_error_max_m']:.3f} m")
+    pens = g.get("penetration_pairs", 0)
+    parts.append(f"{pens} penetration(s)" if pens else "no penetrations")
     match = (g.get("pattern") or {}).get("match")
     if match is not None:
-        parts.append("pattern match" if match else "pattern MISMATCH")
+        parts.append("pattern matches" if match else "pattern does NOT match")
     return ", ".join(parts)
 
 
@@ -163,7 +345,7 @@ def fill_members(st, geometry: dict) -> list[str]:
         row.facing_error_deg = float(facing or 0.0)
         row.clearance_m = float(m.get("clearance_m") or 0.0)
         row.penetrations = len(m.get("penetrations") or {})
-        facing_text = f"{facing:.1f} deg" if facing is not None else (m.get("facing_note") or "n/a")
+        facing_text = f"{facing:.1f}°" if facing is not None else (m.get("facing_note") or "n/a")
         lines.append(f"{name}: facing {facing_text}, clearance {row.clearance_m:.3f} m"
                      + (f", {row.penetrations} penetration(s)" if row.penetrations else ""))
     return lines
@@ -180,31 +362,65 @@ class _IslandOperator:
             return self.fail(context, exc)
 
     def fail(self, context, exc: BaseException):
-        if not hasattr(exc, "exit_code") and not isinstance(exc, LookupError):
+        code = int(getattr(exc, "exit_code", 0) or 0)
+        if hasattr(exc, "one_line"):
+            full = exc.one_line()
+        elif isinstance(exc, LookupError):
+            full = str(exc.args[0] if exc.args else exc)
+        else:
             traceback.print_exc()
-        message = _one_line(exc)
-        self.report({"ERROR"}, message)
+            full = " ".join(f"internal error: {type(exc).__name__}: {exc}".split())
+            code = code or 1
+        print(f"[island] error{f' (exit {code})' if code else ''}: {full}")
         st = getattr(context.scene, "island_refiner", None)
-        if st is not None:
-            st.last_message = message
+        text = set_message(st, full, "ERROR", code) if st is not None else people(full)
+        self.report({"ERROR"}, text)
         return {"CANCELLED"}
 
-    def done(self, context, message: str) -> None:
-        self.report({"INFO"}, message)
-        state(context).last_message = message
+    def done(self, context, message: str, level: str = "INFO") -> None:
+        """Report, and show the message in the panel of every scene of this scene folder
+        (the artist's scene and the island scenes alike)."""
+        st = state(context)
+        text = set_message(st, message, level)
+        for other in all_states():
+            if other != st and other.scene_dir == st.scene_dir:
+                other.last_message, other.last_level, other.last_exit_code = text, level, 0
+        self.report({level}, text)
 
 
+@dataclass
 class Plan:
     """What a long operator runs: ``in_process(tick)`` here, or the ``argv`` lists one after
-    another with the external Python; then ``finish(context)`` for the result."""
+    another in a child Python; ``marker`` is the file whose new version means the work was
+    written; ``created`` the inputs this operator wrote for it (removed if it was not);
+    then ``finish(context)`` shows the result."""
 
-    def __init__(self, steps: int, in_process, argv: list[list[str]] | None, finish) -> None:
-        self.steps, self.in_process, self.argv, self.finish = steps, in_process, argv, finish
+    label: str
+    root: Path
+    steps: int
+    in_process: object
+    argv: list
+    finish: object
+    marker: Path
+    created: list = field(default_factory=list)
+    before: list | None = None
+
+    def __post_init__(self) -> None:
+        self.before = tasks.file_mark(self.marker)
 
 
-def _step_plan(op, runner: Runner, root, n: int, before=None, before_argv=None) -> Plan:
+def _settle(plan: Plan) -> dict:
+    try:
+        return tasks.settle(plan.root, plan.marker, plan.before, [str(p) for p in plan.created])
+    except Exception as exc:  # noqa: BLE001 - reported, the group is left as it is
+        return {"done": tasks.file_mark(plan.marker) not in (None, plan.before),
+                "removed": [], "error": getattr(exc, "reason", str(exc))}
+
+
+def _step_plan(op, runner: Runner, root: Path, n: int, created=(), before=None,
+               before_argv=None) -> Plan:
     """Step iteration n (after an optional decision step): the library call in-process, or
-    iter_step.py with the external Python; then refresh the browser on iteration n."""
+    iter_step.py in a child; then refresh the browser on iteration n."""
 
     def in_process(tick):
         if before is not None:
@@ -212,93 +428,160 @@ def _step_plan(op, runner: Runner, root, n: int, before=None, before_argv=None) 
         tasks.iter_step(str(root), n, runner.settings(), runner.worker_job, tick)
 
     argv = [runner.script_argv("iter_step.py", ["--group-dir", str(root), "--iter", str(n)])]
-    return Plan(2 + (before is not None), in_process,
+    return Plan(f"{root.name} iter_{n}", root, 2 + (before is not None), in_process,
                 ([before_argv] if before_argv else []) + argv,
-                lambda ctx: _after_iteration(op, ctx, root, n))
+                lambda ctx: _after_iteration(op, ctx, root, n),
+                root / tasks.REFINER_DIR / f"iter_{n}" / "current_state.json", list(created))
 
 
 class _LongOperator(_IslandOperator):
+    @classmethod
+    def poll(cls, context):
+        return _idle_group(context)
+
     def plan(self, context, runner: Runner) -> Plan:
         raise NotImplementedError
 
     def run(self, context):
         runner = make_runner(context)
+        if not runner.in_process:
+            runner.require_library()
         plan = self.plan(context, runner)
-        with progress(context, plan.steps) as tick:
-            if runner.in_process or plan.argv is None:
+        wm = context.window_manager
+        wm.progress_begin(0, max(plan.steps, 1))
+        count = [0]
+
+        def tick(message: str) -> None:
+            count[0] += 1
+            wm.progress_update(min(count[0], plan.steps))
+            print(f"[island] {message}")
+
+        try:
+            if runner.in_process:
                 plan.in_process(tick)
             else:
                 for argv in plan.argv:
                     runner.start(argv).wait(tick)
+        except BaseException:
+            _settle(plan)
+            raise
+        finally:
+            wm.progress_end()
         plan.finish(context)
         return {"FINISHED"}
 
     def invoke(self, context, event):
+        if bpy.app.background or context.window is None:
+            return self.execute(context)
         try:
             runner = make_runner(context)
-            if runner.in_process or bpy.app.background or context.window is None:
-                return self.execute(context)
+            runner.require_library()
             self._plan = self.plan(context, runner)
-            if self._plan.argv is None:
-                return self.execute(context)
+            self._runner, self._queue, self._count = runner, list(self._plan.argv), 0
+            self._proc = runner.start(self._queue.pop(0))
         except Exception as exc:  # noqa: BLE001
+            plan = getattr(self, "_plan", None)
+            if plan is not None:
+                _settle(plan)
             return self.fail(context, exc)
-        self._runner, self._queue, self._count = runner, list(self._plan.argv), 0
-        self._proc = runner.start(self._queue.pop(0))
         wm = context.window_manager
-        wm.progress_begin(0, self._plan.steps)
+        wm.progress_begin(0, max(self._plan.steps, 1))
         self._timer = wm.event_timer_add(0.1, window=context.window)
         wm.modal_handler_add(self)
-        state(context).last_message = f"{self.bl_label}: running (Esc cancels)"
+        _RUNNING.add(str(self._plan.root))
+        st = state(context)
+        st.running, st.progress_line = f"{self.bl_label}: {self._plan.label}", "starting…"
+        set_message(st, f"{self.bl_label} running on {self._plan.label} (Esc stops it)")
         return {"RUNNING_MODAL"}
 
     def _end_modal(self, context) -> None:
         wm = context.window_manager
         wm.event_timer_remove(self._timer)
         wm.progress_end()
+        _RUNNING.discard(str(self._plan.root))
+        for st in all_states():
+            st.running, st.progress_line = "", ""
+        tag_redraw()
 
     def modal(self, context, event):
-        if event.type == "ESC":
-            self._proc.kill()
-            self._end_modal(context)
-            self.report({"WARNING"}, f"{self.bl_label}: cancelled; earlier iterations are intact")
-            return {"CANCELLED"}
+        if event.type == "ESC" and event.value == "PRESS":
+            return self._stop(context)
         if event.type != "TIMER":
             return {"PASS_THROUGH"}
         try:
-            for line in self._proc.poll():
-                self._count += 1
+            lines = self._proc.poll()
+            if lines:
+                for line in lines:
+                    print(f"[island] {line.strip()}")
+                self._count += len(lines)
                 context.window_manager.progress_update(min(self._count, self._plan.steps))
-                state(context).last_message = line.strip()
+                state(context).progress_line = people(lines[-1], state(context))
+                tag_redraw()
             if not self._proc.done:
                 return {"RUNNING_MODAL"}
             self._proc.result()
             if self._queue:
                 self._proc = self._runner.start(self._queue.pop(0))
                 return {"RUNNING_MODAL"}
-            self._end_modal(context)
-            self._plan.finish(context)
-            return {"FINISHED"}
         except Exception as exc:  # noqa: BLE001
             self._end_modal(context)
+            outcome = _settle(self._plan)
+            if outcome.get("removed"):
+                print(f"[island] removed {', '.join(outcome['removed'])}")
             return self.fail(context, exc)
+        self._end_modal(context)
+        try:
+            self._plan.finish(context)
+        except Exception as exc:  # noqa: BLE001
+            return self.fail(context, exc)
+        return {"FINISHED"}
+
+    def _stop(self, context):
+        """Esc: stop the child, then say what the disk holds (never a half state)."""
+        self._proc.stop()
+        self._end_modal(context)
+        outcome = _settle(self._plan)
+        st = state(context)
+        refresh_groups(st, select=self._plan.root.name)
+        for other in all_states():
+            sync_groups(other)
+        if outcome["done"] and not self._queue:
+            try:
+                self._plan.finish(context)
+            except Exception as exc:  # noqa: BLE001
+                return self.fail(context, exc)
+            self.done(context, f"Esc came too late: {self._plan.label} had already been "
+                               f"written, and it is kept. {st.last_message}", "WARNING")
+            return {"FINISHED"}
+        removed = outcome.get("removed") or []
+        text = f"Stopped: {self._plan.label} was not written; the group is as it was"
+        if removed:
+            text += f" (removed {', '.join(Path(r).name for r in removed)})"
+        if outcome.get("error"):
+            text += f". Clean-up failed: {outcome['error']}"
+        self.done(context, text + ".", "WARNING")
+        return {"CANCELLED"}
 
 
 def _after_iteration(op, context, root: Path, n: int) -> None:
-    """Shared end of init / apply / solver step: list, browser, optional load, report."""
-    refresh_groups(state(context), select=root.name)
+    """Shared end of init / the steps: list, browser, optional load, report."""
     st = state(context)
-    st.iteration = n
+    refresh_groups(st, select=root.name)
+    follow_iteration(root, n)
     geometry = tasks.read_json(root / tasks.REFINER_DIR / f"iter_{n}" / "geometry.json") or {}
-    fill_members(st, geometry)
     if st.auto_load:
         load_into_scene(context, root, n)
-    op.done(context, f"{root.name} iter_{n}: {summary(geometry)}")
+    for other in all_states():
+        group = other.active_group()
+        if group is not None and Path(group.path) == root:
+            fill_members(other, geometry)
+    op.done(context, f"{root.name} iter_{n} written: {summary(geometry)}. Undo does not "
+                     "remove it from disk.")
 
 
 # --------------------------------------------------------------------------- operators
 class ISLAND_OT_refresh_groups(_IslandOperator, bpy.types.Operator):
-    """Scan the scene directory for relation groups and their status"""
+    """Scan the scene folder for relation groups and their status"""
 
     bl_idname = "island.refresh_groups"
     bl_label = "Refresh Groups"
@@ -310,15 +593,32 @@ class ISLAND_OT_refresh_groups(_IslandOperator, bpy.types.Operator):
         return st is not None and bool(st.scene_dir)
 
     def run(self, context):
-        refresh_groups(state(context))
-        self.done(context, f"{len(state(context).groups)} group(s)")
+        st = state(context)
+        problem = st.scene_dir_problem()
+        if problem:
+            from island_tools.errors import UsageError
+            raise UsageError(problem)
+        refresh_groups(st)
+        self.done(context, f"{len(st.groups)} group(s) in {st.scene_path().name}")
+
+
+def _ask_for_folder(op, context) -> bool:
+    """Open a folder browser when the Scene folder is unusable (e.g. '//islands' in an
+    unsaved file, which would land in Blender's working directory)."""
+    st = state(context)
+    if st.scene_dir_problem() is None or op.directory:
+        return False
+    if context.window is None or bpy.app.background:
+        return False
+    context.window_manager.fileselect_add(op)
+    return True
 
 
 class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
-    """Write island.blend + metadata.json in the anchor's canonical frame from objects of this file"""  # noqa: E501 (tooltip: one line)
+    """Write island.blend + metadata.json (and target_spec.json) of a group in its anchor's frame from objects of this file"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.rebuild_island"
-    bl_label = "Rebuild Island"
+    bl_label = "Build Island"
 
     source: EnumProperty(
         name="Source",
@@ -327,18 +627,31 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
                ("RELATION_GRAPH", "relation_graph.json",
                 "Every group of <scene>/inputs/relation_graph.json")),
         default="SELECTION")
+    directory: StringProperty(name="Scene folder", subtype="DIR_PATH",
+                              description="Where relation_groups/ goes")
+    filter_folder: BoolProperty(default=True, options={"HIDDEN"})
 
     @classmethod
     def poll(cls, context):
-        st = getattr(context.scene, "island_refiner", None)
-        return st is not None and bool(st.scene_dir)
+        return getattr(context.scene, "island_refiner", None) is not None
+
+    def invoke(self, context, event):
+        if _ask_for_folder(self, context):
+            return {"RUNNING_MODAL"}
+        return self.execute(context)
 
     def run(self, context):
-        make_runner(context)  # the repository on sys.path, or a clear error
+        runner = make_runner(context)  # the library on sys.path, or a clear error
         from island_tools.errors import IslandError, UsageError
         from worker import addon_ops
 
         st = state(context)
+        if self.directory:
+            st.scene_dir = bpy.path.abspath(self.directory)
+            self.directory = ""
+        problem = st.scene_dir_problem()
+        if problem:
+            raise UsageError(problem, fix="pick a folder in the Scene field")
         scene_dir = st.scene_path()
         if self.source == "SELECTION":
             anchor = context.active_object
@@ -347,8 +660,8 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
                 raise UsageError("select the members and make the anchor the active object",
                                  fix="Shift-click the anchor last")
             gid = st.new_group_id.strip()
-            if not tasks.SAFE_GROUP_ID.match(gid):
-                raise UsageError(f"group id {gid!r} is not a safe directory name",
+            if not tasks.SAFE_GROUP_ID.match(gid) or gid in (".", ".."):
+                raise UsageError(f"group id {gid!r} is not a safe folder name",
                                  field="Group id", fix="letters, digits, _ . - only")
             groups = [{"id": gid, "anchor": anchor.name, "members": members,
                        "target_spec": None}]
@@ -360,14 +673,57 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
             except IslandError as exc:
                 raise type(exc)(f"group '{g['id']}': {exc.reason}", file=exc.file,
                                 field=exc.field, fix=exc.fix) from None
+        inferred = {}
+        if self.source == "RELATION_GRAPH" and any(g["target_spec"] is None for g in groups):
+            inferred = _infer_specs(runner, scene_dir, groups)
         for g in groups:
             root = scene_dir / "relation_groups" / g["id"]
             addon_ops.write_island(root, g["anchor"], g["members"])
-            if g["target_spec"] is not None:
-                tasks.write_target_spec(root, g["target_spec"])
-        refresh_groups(state(context), select=groups[-1]["id"])
-        self.done(context, f"{len(groups)} island(s) written: "
-                           f"{', '.join(g['id'] for g in groups)}")
+            if self.source == "RELATION_GRAPH":
+                tasks.annotate_metadata(root, g)
+            spec = g["target_spec"] or (inferred.get(g["id"]) or {}).get("target_spec")
+            if spec is not None:
+                tasks.write_target_spec(root, spec)
+        refresh_groups(st, select=groups[-1]["id"])
+        text = f"{len(groups)} island(s) written: {', '.join(g['id'] for g in groups)}"
+        if inferred:
+            text += (f"; target spec inferred for {len(inferred)} "
+                     f"({', '.join(sorted(inferred))}) as the scene pipeline does")
+        self.done(context, text)
+
+
+def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict]) -> dict:
+    """Target specs of the groups the graph gives none, by the scene pipeline's inference,
+    measured on the units of this file (in this Python, or by ``tasks.py infer-specs``)."""
+    import numpy as np
+
+    from island_tools import meshcache
+    from worker.blend_io import scene_unit_scale
+    from worker.meshes import collect_units
+
+    roots = [n for g in groups for n in [g["anchor"], *g["members"]]]
+    meshes, props, _, refused = collect_units(roots)
+    if refused:
+        from island_tools.errors import GroupInputError, refusal_line
+        raise GroupInputError(refusal_line(refused))
+    bpy.context.view_layer.update()
+    world = {n: [list(r) for r in np.array(bpy.data.objects[n].matrix_world, dtype=float)]
+             for n in roots}
+    wanted = {g["id"] for g in groups if g["target_spec"] is None}
+    if runner.in_process:
+        found = tasks.infer_target_specs(scene_dir, world, meshes, props, scene_unit_scale())
+    else:
+        runner.require_library()
+        with tempfile.TemporaryDirectory(prefix="island_infer_") as tmp:
+            npz, doc = Path(tmp) / "meshes.npz", Path(tmp) / "scene.json"
+            meshcache.save(npz, meshes, props)
+            import json
+            doc.write_text(json.dumps({"world": world, "unit_scale": scene_unit_scale()}),
+                           encoding="utf-8")
+            out = runner.tasks_cli(["infer-specs", "--scene-dir", str(scene_dir),
+                                    "--scene-json", str(doc), "--meshes", str(npz)])
+            found = json.loads(out.strip().splitlines()[-1])
+    return {gid: v for gid, v in found.items() if gid in wanted}
 
 
 class ISLAND_OT_save_target_spec(_IslandOperator, bpy.types.Operator):
@@ -395,32 +751,26 @@ class ISLAND_OT_init_iter0(_LongOperator, bpy.types.Operator):
     bl_label = "Init iter_0"
     bl_options = {"REGISTER", "UNDO"}
 
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
-
     def plan(self, context, runner):
         root = group_path(context)
-        return Plan(3, lambda tick: tasks.init_iter0(str(root), runner.settings(),
-                                                     runner.worker_job, tick),
+        return Plan(f"{root.name} iter_0", root, 3,
+                    lambda tick: tasks.init_iter0(str(root), runner.settings(),
+                                                  runner.worker_job, tick),
                     [runner.script_argv("init_iter0.py", ["--group-dir", str(root)])],
-                    lambda ctx: _after_iteration(self, ctx, root, 0))
+                    lambda ctx: _after_iteration(self, ctx, root, 0),
+                    root / tasks.REFINER_DIR / "iter_0" / "current_state.json")
 
 
 class ISLAND_OT_apply_delta(_LongOperator, bpy.types.Operator):
     """Step the next iteration from a transforms.json: apply deltas, save, read back, render, geometry"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.apply_delta"
-    bl_label = "Apply transforms.json"
+    bl_label = "Step from File"
     bl_options = {"REGISTER", "UNDO"}
 
     filepath: StringProperty(name="transforms.json", subtype="FILE_PATH",
                              description="Empty: iter_N/transforms.json of the next iteration")
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"})
-
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
 
     def invoke(self, context, event):
         if not self.filepath and context.window is not None and not bpy.app.background:
@@ -428,13 +778,23 @@ class ISLAND_OT_apply_delta(_LongOperator, bpy.types.Operator):
             return {"RUNNING_MODAL"}
         return super().invoke(context, event)
 
+    def execute(self, context):
+        if context.window is not None and not bpy.app.background and self.filepath \
+                and not getattr(self, "_from_invoke", False):
+            # the file browser returns here: run modal like the other steps
+            self._from_invoke = True
+            return super().invoke(context, None)
+        return super().execute(context)
+
     def plan(self, context, runner):
         root = group_path(context)
-        source = bpy.path.abspath(self.filepath) if self.filepath else str(
-            root / tasks.REFINER_DIR / f"iter_{tasks.next_iter(root)}" / "transforms.json")
+        n = tasks.next_iter(root)
+        dest = root / tasks.REFINER_DIR / f"iter_{n}" / "transforms.json"
+        existed = dest.is_file()
+        source = bpy.path.abspath(self.filepath) if self.filepath else str(dest)
         n = tasks.place_transforms(root, source)
         self.filepath = ""  # a redo or the next call picks the next iteration again
-        return _step_plan(self, runner, root, n)
+        return _step_plan(self, runner, root, n, created=[] if existed else [dest])
 
 
 class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
@@ -444,19 +804,16 @@ class ISLAND_OT_solver_step(_LongOperator, bpy.types.Operator):
     bl_label = "Solver Step"
     bl_options = {"REGISTER", "UNDO"}
 
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
-
     def plan(self, context, runner):
         root = group_path(context)
         n = tasks.next_iter(root)
+        dest = root / tasks.REFINER_DIR / f"iter_{n}" / "transforms.json"
 
         def decide(tick):
             tick(f"solver decision for iter_{n}")
             tasks.solver_decision(root, n)
 
-        return _step_plan(self, runner, root, n, decide,
+        return _step_plan(self, runner, root, n, [] if dest.is_file() else [dest], decide,
                           runner.tasks_argv(["solver-decision", "--group-dir", str(root),
                                              "--iter", str(n)]))
 
@@ -465,38 +822,30 @@ class ISLAND_OT_step_from_viewport(_LongOperator, bpy.types.Operator):
     """Step the next iteration from the members moved in the island scene: their deltas from the loaded iteration become transforms.json"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.step_from_viewport"
-    bl_label = "Step from Viewport Edits"
+    bl_label = "Step from Viewport"
     bl_options = {"REGISTER", "UNDO"}
-
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
 
     def plan(self, context, runner):
         from island_tools.errors import UsageError
         from worker import addon_ops
 
         root = group_path(context)
-        scene = bpy.data.scenes.get(f"{ISLAND_SCENE_PREFIX}{root.name}")
+        scene = bpy.data.scenes.get(island_scene_name(root))
         latest = tasks.latest_iter(root)
-        loaded = [o for o in (scene.objects if scene else ())
-                  if o.get(addon_ops.PROP_GROUP) == str(root)]
-        if not loaded or any(o.get(addon_ops.PROP_ITER) != latest for o in loaded):
+        if loaded_iteration(root) != latest:
             raise UsageError(f"load the latest iteration (iter_{latest}) of {root.name}, "
                              "move its members, then step", fix="press Latest")
+        dest = root / tasks.REFINER_DIR / f"iter_{latest + 1}" / "transforms.json"
+        existed = dest.is_file()
         n = tasks.write_viewport_transforms(root, addon_ops.loaded_poses(scene, str(root)))
-        return _step_plan(self, runner, root, n)
+        return _step_plan(self, runner, root, n, [] if existed else [dest])
 
 
 class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
     """Recompute geometry.json of the browser's iteration; report facing error and clearance per member"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.member_geometry"
-    bl_label = "Member Geometry"
-
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
+    bl_label = "Geometry"
 
     def plan(self, context, runner):
         root = group_path(context)
@@ -510,42 +859,74 @@ class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
                 self.report({"INFO"}, line)
             self.done(ctx, f"{root.name} iter_{n}: {summary(geometry or {})}")
 
-        return Plan(1, lambda tick: tasks.member_geometry(root, n),
+        return Plan(f"{root.name} iter_{n}", root, 1,
+                    lambda tick: tasks.member_geometry(root, n),
                     [runner.tasks_argv(["geometry", "--group-dir", str(root), "--iter", str(n)])],
-                    finish)
+                    finish, root / tasks.REFINER_DIR / f"iter_{n}" / "geometry.json")
 
 
 class ISLAND_OT_render(_LongOperator, bpy.types.Operator):
-    """Render the browser's iteration again (persp + BEV) with DIRECTORYS.yaml's settings into <group>/renders/iter_N/"""  # noqa: E501 (tooltip: one line)
+    """Render the browser's iteration again (persp + top view) with DIRECTORYS.yaml's settings into <group>/renders/iter_N/ and show it"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.render"
-    bl_label = "Render Views"
-    bl_options = {"REGISTER", "UNDO"}
-
-    @classmethod
-    def poll(cls, context):
-        return _has_group(context)
+    bl_label = "Render"
+    bl_options = {"REGISTER"}
 
     def plan(self, context, runner):
         root = group_path(context)
         n = state(context).iteration
-        out = {}
+        out_dir = root / tasks.RENDER_DIR / f"iter_{n}"
 
         def in_process(tick):
-            tick(f"rendering iter_{n}")
-            out.update(tasks.render_iteration(root, n, runner.settings(), runner.worker_job))
+            tasks.render_iteration(root, n, runner.settings(), runner.worker_job,
+                                   progress=tick)
 
         def finish(ctx):
-            images = load_images({v: out[v] for v in ("persp", "bev")},
-                                 f"{root.name} render iter_{n}")
-            show_image(ctx, images[0])
-            self.done(ctx, f"{root.name} iter_{n}: rendered into {out['out_dir']}")
+            show_renders(ctx, root.name, {v: str(out_dir / f"render_{v}.png")
+                                          for v in IMAGE_VIEWS}, f"iter_{n} re-rendered")
+            self.done(ctx, f"{root.name} iter_{n} rendered into "
+                           f"{root.name}/{tasks.RENDER_DIR}/iter_{n}")
 
-        return Plan(1, in_process, None, finish)
+        argv = [runner.tasks_argv(["render", "--group-dir", str(root), "--iter", str(n),
+                                   "--config", str(runner.config.config_path),
+                                   *runner.blender_flags()])]
+        return Plan(f"{root.name} iter_{n} render", root, 1, in_process, argv, finish,
+                    out_dir / "render.json")
+
+
+class ISLAND_OT_view_render(_IslandOperator, bpy.types.Operator):
+    """Open the group's render in a new window with an Image Editor"""
+
+    bl_idname = "island.view_render"
+    bl_label = "View Render"
+    bl_options = {"INTERNAL"}
+
+    view: EnumProperty(items=(("bev", "Top", ""), ("persp", "Perspective", "")), default="bev")
+
+    @classmethod
+    def poll(cls, context):
+        return _has_group(context) and context.window is not None
+
+    def run(self, context):
+        root = group_path(context)
+        image = bpy.data.images.get(f"{ISLAND_SCENE_PREFIX}{root.name} {self.view}")
+        if image is None:
+            from island_tools.errors import UsageError
+            raise UsageError(f"{root.name} has no render loaded", fix="press Load or Render")
+        if show_image(context, image):
+            return {"FINISHED"}
+        before = set(context.window_manager.windows[:])
+        bpy.ops.wm.window_new()
+        new = [w for w in context.window_manager.windows if w not in before]
+        if new:
+            area = max(new[0].screen.areas, key=lambda a: a.width * a.height)
+            area.type = "IMAGE_EDITOR"
+            area.spaces.active.image = image
+        return {"FINISHED"}
 
 
 class ISLAND_OT_load_iteration(_IslandOperator, bpy.types.Operator):
-    """Iteration browser: append iter_N's island into the scene 'Island <group>' and load its renders"""  # noqa: E501 (tooltip: one line)
+    """Iteration browser: append iter_N's island into the scene 'Island <group>' and show its renders"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.load_iteration"
     bl_label = "Load Iteration"
@@ -553,7 +934,7 @@ class ISLAND_OT_load_iteration(_IslandOperator, bpy.types.Operator):
 
     iteration: IntProperty(name="Iteration", default=-1, min=-1,
                            description="-1: the browser's iteration")
-    latest: bpy.props.BoolProperty(name="Latest", default=False)
+    latest: BoolProperty(name="Latest", default=False)
 
     @classmethod
     def poll(cls, context):
@@ -566,12 +947,11 @@ class ISLAND_OT_load_iteration(_IslandOperator, bpy.types.Operator):
         n = tasks.latest_iter(root) if self.latest else (
             self.iteration if self.iteration >= 0 else st.iteration)
         scene = load_into_scene(context, root, n)
-        st.iteration = n
         self.done(context, f"{root.name} iter_{n} loaded into scene '{scene}'")
 
 
 class ISLAND_OT_merge_back(_IslandOperator, bpy.types.Operator):
-    """Move the group objects of this file to M_anchor @ canonical pose of an iteration"""
+    """Move the group's objects of this file to M_anchor @ the canonical poses of an iteration (the loaded one, else the latest)"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.merge_back"
     bl_label = "Merge Back"
@@ -579,9 +959,12 @@ class ISLAND_OT_merge_back(_IslandOperator, bpy.types.Operator):
 
     scope: EnumProperty(
         name="Scope",
-        items=(("SELECTED", "Selected group", "The browser's iteration of the selected group"),
+        items=(("SELECTED", "Selected group", "The iteration loaded in the group's island "
+                                              "scene, else its latest complete one"),
                ("ALL", "All groups", "Each group's latest complete iteration")),
         default="SELECTED")
+    iteration: IntProperty(name="Iteration", default=-1, min=-1,
+                           description="Selected group only; -1: loaded, else latest")
 
     @classmethod
     def poll(cls, context):
@@ -592,16 +975,49 @@ class ISLAND_OT_merge_back(_IslandOperator, bpy.types.Operator):
         from worker import addon_ops
 
         st = state(context)
+        sync_groups(st)
         if self.scope == "SELECTED":
-            todo = [(group_path(context), st.iteration)]
+            root = group_path(context)
+            if self.iteration >= 0:
+                if self.iteration not in tasks.completed_iters(root):
+                    from island_tools.errors import UsageError
+                    raise UsageError(f"{root.name} iter_{self.iteration} is not complete",
+                                     fix=f"pick one of {tasks.completed_iters(root)}")
+                todo = [(root, self.iteration, "asked for")]
+            else:
+                todo = [(root, *merge_choice(root))]
         else:
-            todo = [(Path(g.path), tasks.latest_iter(g.path)) for g in st.groups
-                    if g.latest_iter >= 0]
+            todo = [(Path(g.path), tasks.latest_iter(g.path), "latest complete")
+                    for g in st.groups if tasks.completed_iters(g.path)]
         poses = {}
-        for root, n in todo:  # every pose computed before any object moves
+        for root, n, _ in todo:  # every pose computed before any object moves
             poses.update(tasks.world_poses(root, n))
         moved = addon_ops.set_world_poses(poses)
-        self.done(context, f"merged {len(todo)} group(s): {len(moved)} object(s) placed")
+        what = "; ".join(f"{root.name} iter_{n} ({why})" for root, n, why in todo)
+        self.done(context, f"Merged {what}: {len(moved)} object(s) placed")
+
+
+class ISLAND_OT_remove_islands(_IslandOperator, bpy.types.Operator):
+    """Remove the island scenes of this file with the objects, meshes and render images the add-on loaded (files on disk stay)"""  # noqa: E501 (tooltip: one line)
+
+    bl_idname = "island.remove_islands"
+    bl_label = "Remove Island Scenes"
+    bl_options = {"REGISTER", "UNDO"}
+
+    scope: EnumProperty(items=(("ALL", "All", ""), ("SELECTED", "Selected group", "")),
+                        default="ALL")
+
+    @classmethod
+    def poll(cls, context):
+        return any(s.name.startswith(ISLAND_SCENE_PREFIX) for s in bpy.data.scenes)
+
+    def run(self, context):
+        roots = [group_path(context)] if self.scope == "SELECTED" and group_path(context) \
+            else None
+        removed = remove_island_scenes(context, roots)
+        self.done(context, f"Removed {len(removed)} island scene(s)"
+                           + (f": {', '.join(removed)}" if removed else "")
+                           + "; the files on disk are untouched")
 
 
 class ISLAND_OT_load_settings(_IslandOperator, bpy.types.Operator):
@@ -616,11 +1032,11 @@ class ISLAND_OT_load_settings(_IslandOperator, bpy.types.Operator):
         p = prefs.get(context)
         for key, value in tasks.prefs_from_settings(values).items():
             setattr(p, key, value)
-        self.done(context, f"loaded {prefs.runner_config(context).config_path}")
+        self.report({"INFO"}, f"loaded {prefs.runner_config(context).config_path}")
 
 
 class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
-    """Validate the mirrored fields and write them into DIRECTORYS.yaml"""
+    """Validate the mirrored fields and write them into DIRECTORYS.yaml (your copy in Blender's config folder unless a file is chosen)"""  # noqa: E501 (tooltip: one line)
 
     bl_idname = "island.save_settings"
     bl_label = "Save to DIRECTORYS.yaml"
@@ -630,13 +1046,19 @@ class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
         config = prefs.runner_config(context)
         make_runner(context)
         p = prefs.get(context)
-        tasks.save_settings(config.config_path, tasks.settings_from_prefs(
+        target = Path(bpy.path.abspath(p.config_path)) if p.config_path \
+            else prefs.user_config_path()
+        if not target.exists() and config.config_path.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)  # keep the bundled comments
+            from island_tools import atomic
+            atomic.copy_file(config.config_path, target)
+        tasks.save_settings(target, tasks.settings_from_prefs(
             {k: getattr(p, k) for k in tasks.SETTINGS_KEYS}))
-        self.done(context, f"saved {config.config_path}")
+        self.report({"INFO"}, f"saved {target}")
 
 
 CLASSES = (ISLAND_OT_refresh_groups, ISLAND_OT_rebuild_island, ISLAND_OT_save_target_spec,
            ISLAND_OT_init_iter0, ISLAND_OT_apply_delta, ISLAND_OT_solver_step,
-           ISLAND_OT_step_from_viewport,
-           ISLAND_OT_member_geometry, ISLAND_OT_render, ISLAND_OT_load_iteration,
-           ISLAND_OT_merge_back, ISLAND_OT_load_settings, ISLAND_OT_save_settings)
+           ISLAND_OT_step_from_viewport, ISLAND_OT_member_geometry, ISLAND_OT_render,
+           ISLAND_OT_view_render, ISLAND_OT_load_iteration, ISLAND_OT_merge_back,
+           ISLAND_OT_remove_islands, ISLAND_OT_load_settings, ISLAND_OT_save_settings)

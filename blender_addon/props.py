@@ -17,6 +17,11 @@ FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", 
 SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
 
 
+# Blender 4.5+ warns about '//' in a path property unless it says it supports it; older
+# Blenders do not know the option (and accept '//' silently).
+PATH_OPTIONS = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+
+
 def _items(values):
     return tuple((v, v, "") for v in values)
 
@@ -76,10 +81,15 @@ def _group_selected(self, context) -> None:
     ops.show_group(self)
 
 
+def _scene_dir_changed(self, context) -> None:
+    from . import ops
+    ops.refresh_groups(self)
+
+
 class ISLAND_PG_scene(bpy.types.PropertyGroup):
     scene_dir: StringProperty(
-        name="Scene", subtype="DIR_PATH",
-        description="Scene directory (with relation_groups/), or one group directory")
+        name="Scene", subtype="DIR_PATH", update=_scene_dir_changed, options=PATH_OPTIONS,
+        description="Scene folder (islands go to its relation_groups/), or one group folder")
     groups: CollectionProperty(type=ISLAND_PG_group)
     group_index: IntProperty(name="Group", default=0, update=_group_selected)
     iteration: IntProperty(name="Iteration", default=0, min=0,
@@ -95,14 +105,34 @@ class ISLAND_PG_scene(bpy.types.PropertyGroup):
     auto_load: BoolProperty(name="Load result", default=True,
                             description="Load each new iteration into the island scene")
     last_message: StringProperty(name="Last result")
+    last_level: EnumProperty(name="Level", items=_items(("INFO", "WARNING", "ERROR")),
+                             default="INFO")
+    last_exit_code: IntProperty(name="Exit code", default=0,
+                                description="The CLI exit code of the last failure (0: none)")
+    running: StringProperty(name="Running", description="The long operator running now")
+    progress_line: StringProperty(name="Progress", description="Its last progress line")
 
     def active_group(self):
         if 0 <= self.group_index < len(self.groups):
             return self.groups[self.group_index]
         return None
 
+    def scene_dir_problem(self) -> str | None:
+        """Why ``scene_dir`` names no folder yet (None when it does)."""
+        value = self.scene_dir.strip()
+        if not value:
+            return "choose a Scene folder"
+        if value.startswith("//") and not bpy.data.filepath:
+            return (f"'{value}' is relative to the .blend file, which is not saved yet: "
+                    "choose a Scene folder (or save the file first)")
+        if not value.startswith("//") and not Path(value).expanduser().is_absolute():
+            return f"'{value}' is not an absolute folder: choose a Scene folder"
+        return None
+
     def scene_path(self) -> Path | None:
-        return Path(bpy.path.abspath(self.scene_dir)).resolve() if self.scene_dir else None
+        if self.scene_dir_problem() is not None:
+            return None
+        return Path(bpy.path.abspath(self.scene_dir)).expanduser().resolve()
 
 
 CLASSES = (ISLAND_PG_group, ISLAND_PG_member, ISLAND_PG_target_spec, ISLAND_PG_scene)

@@ -5,18 +5,21 @@ library the agent-facing CLIs use (``island_tools.iteration.init_iter0`` / ``ite
 geometry, the solver, the schemas). Blender work comes in as ``run_job(job) -> dict``, the
 injection ``island_tools.iteration`` already uses.
 
-Some of these need packages Blender's own Python lacks (python-fcl for geometry, PyYAML for
-``DIRECTORYS.yaml``). Inside such a Blender the add-on runs them through an external Python
-(the project's venv) with this file as the command line::
+A window's long operators run these in a child Python (this Blender's own interpreter with
+its ``sys.path``, or the external Python of Blender 3.4 - 4.1) with this file as the command
+line, ``REPO`` being the folder that holds ``island_tools/`` and ``worker/`` (the extension's
+``lib/`` or a checkout)::
 
     python tasks.py --repo REPO settings --config DIRECTORYS.yaml
     python tasks.py --repo REPO geometry --group-dir G --iter N
     python tasks.py --repo REPO solver-decision --group-dir G --iter N
+    python tasks.py --repo REPO render --group-dir G --iter N --config C [--blender-bin B]
+    python tasks.py --repo REPO infer-specs --scene-dir S --scene-json J --meshes M
 
-Each prints its result as one JSON line on stdout; errors are one line on stderr and the
-exit code of ``island_tools.errors``, exactly as ``scripts/iter_step.py`` reports them.
-``init_iter0`` and ``iter_step`` themselves go through ``scripts/init_iter0.py`` and
-``scripts/iter_step.py``, never through here.
+Each prints its result as one JSON line on stdout and its progress on stderr; errors are
+one line on stderr and the exit code of ``island_tools.errors``, exactly as
+``scripts/iter_step.py`` reports them. ``init_iter0`` and ``iter_step`` themselves go
+through ``scripts/init_iter0.py`` and ``scripts/iter_step.py``, never through here.
 """
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -207,53 +210,68 @@ def write_target_spec(group_dir: str | os.PathLike[str], doc: Mapping[str, Any])
 
 
 # --------------------------------------------------------------------------- relation graph
-def relation_graph_groups(scene_dir: str | os.PathLike[str]) -> list[dict]:
-    """Groups of ``<scene_dir>/inputs/relation_graph.json``, every one checked before any
-    island is written: ``[{"id", "anchor", "members", "target_spec" | None}]``."""
-    from island_tools.errors import GroupInputError
-    from island_tools.jsonio import read_object
-    from island_tools.schemas import parse_target_spec
+def relation_graph(scene_dir: str | os.PathLike[str]):
+    """``<scene_dir>/inputs/relation_graph.json`` read by the scene pipeline's own parser
+    (``island_tools.scene.relation_graph``: ids, anchors, members, hints, target specs,
+    forward-axis overrides, each failure one line naming the field)."""
+    from island_tools.scene.relation_graph import load_relation_graph
 
-    path = Path(scene_dir) / "inputs" / "relation_graph.json"
-    file = str(path)
-    doc = read_object(path, GroupInputError, "relation_graph.json",
-                      "write inputs/relation_graph.json with a 'groups' list")
-    groups = doc.get("groups")
-    if not isinstance(groups, list) or not groups:
-        raise GroupInputError("must be a non-empty list", file=file, field="groups")
-    out, owner = [], {}
-    for i, g in enumerate(groups):
-        if not isinstance(g, dict):
-            raise GroupInputError("must be an object", file=file, field=f"groups[{i}]")
-        gid, anchor, members = g.get("id"), g.get("anchor"), g.get("members")
-        where = f"groups[{i}]"
-        if not isinstance(gid, str) or not SAFE_GROUP_ID.match(gid) or gid in (".", ".."):
-            raise GroupInputError(f"group id {gid!r} is not a safe directory name", file=file,
-                                  field=f"{where}.id", fix="letters, digits, _ . - only")
-        if not isinstance(anchor, str) or not anchor:
-            raise GroupInputError(f"group '{gid}': anchor must be an object name", file=file,
-                                  field=f"{where}.anchor")
-        if (not isinstance(members, list) or not members
-                or not all(isinstance(m, str) and m for m in members)):
-            raise GroupInputError(f"group '{gid}': members must be a non-empty list of names",
-                                  file=file, field=f"{where}.members")
-        if anchor in members:
-            raise GroupInputError(f"group '{gid}': the anchor '{anchor}' is listed as a member",
-                                  file=file, field=f"{where}.members")
-        for name in [anchor, *members]:
-            if name in owner:
-                raise GroupInputError(f"group '{gid}': object '{name}' is already in group "
-                                      f"'{owner[name]}'", file=file, field=f"{where}.members")
-            owner[name] = gid
-        spec = g.get("target_spec")
-        if spec is not None:
-            if not isinstance(spec, dict):
-                raise GroupInputError(f"group '{gid}': target_spec must be an object",
-                                      file=file, field=f"{where}.target_spec")
-            spec = parse_target_spec(spec, f"{file} {where}.target_spec", len(members))
-            spec = spec.to_dict()
-        out.append({"id": gid, "anchor": anchor, "members": list(members), "target_spec": spec})
+    return load_relation_graph(Path(scene_dir) / "inputs" / "relation_graph.json")
+
+
+def relation_graph_groups(scene_dir: str | os.PathLike[str]) -> list[dict]:
+    """Groups of the relation graph, every one checked before any island is written:
+    ``[{"id", "anchor", "members", "target_spec" | None, "forward_axis", "relation_label"}]``."""
+    graph = relation_graph(scene_dir)
+    return [{"id": g.id, "anchor": g.anchor, "members": list(g.members),
+             "target_spec": g.target_spec.to_dict() if g.target_spec is not None else None,
+             "forward_axis": dict(g.forward_axis), "relation_label": g.relation_label}
+            for g in graph.groups]
+
+
+def infer_target_specs(scene_dir: str | os.PathLike[str], world: Mapping[str, Any],
+                       meshes: Mapping[str, Any], props: Mapping[str, Mapping[str, Any]],
+                       unit_scale: float) -> dict[str, dict]:
+    """Every group's target spec as the scene pipeline's validate stage resolves it (the
+    graph's own ``target_spec``, else the inference from the anchor's measured footprint,
+    the relation hints and the role conventions: ``validate.measure_group``), measured on
+    the units of the open file. ``{gid: {"target_spec", "source"}}``."""
+    from island_tools import frames
+    from island_tools.scene.validate import measure_group
+
+    graph = relation_graph(scene_dir)
+    worlds = {n: frames.as_matrix(m) for n, m in world.items()}
+    out = {}
+    for g in graph.groups:
+        measured = measure_group(g, worlds, meshes, props, graph.path, float(unit_scale))
+        out[g.id] = {"target_spec": measured.target_spec.to_dict(),
+                     "source": measured.target_spec_source}
     return out
+
+
+def infer_from_files(scene_dir: str, scene_json: str, meshes_npz: str) -> dict[str, dict]:
+    """``infer_target_specs`` from what the add-on wrote (``scene_json``: ``{"world",
+    "unit_scale"}``, ``meshes_npz``: the units' mesh cache), for a delegated call."""
+    from island_tools import meshcache
+
+    doc = json.loads(Path(scene_json).read_text(encoding="utf-8"))
+    meshes, props = meshcache.load(meshes_npz)
+    return infer_target_specs(scene_dir, doc["world"], meshes, props, doc["unit_scale"])
+
+
+def annotate_metadata(group_dir: str | os.PathLike[str], group: Mapping[str, Any]) -> None:
+    """What the scene pipeline's rebuild records beside the island (group id, the graph's
+    forward-axis overrides, its relation label), so the loop's forward axes honour them."""
+    from island_tools import atomic
+
+    path = Path(group_dir) / "metadata.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["group_id"] = group["id"]
+    if group.get("forward_axis"):
+        doc["forward_axis_overrides"] = dict(group["forward_axis"])
+    if group.get("relation_label"):
+        doc["relation_label"] = group["relation_label"]
+    atomic.write_json(path, doc)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -412,39 +430,98 @@ def member_geometry(group_dir: str | os.PathLike[str], n: int) -> dict:
 
 
 def render_iteration(group_dir: str | os.PathLike[str], n: int, settings, run_job: RunJob,
-                     out_dir: str | os.PathLike[str] | None = None) -> dict:
+                     out_dir: str | os.PathLike[str] | None = None,
+                     progress: Progress | None = None) -> dict:
     """Render ``iter_N/island.blend`` again (persp + BEV) with ``settings``.
 
     The iteration's own renders are never replaced: output goes to ``out_dir`` (default
-    ``<group>/renders/iter_N/``), with the worker's render record in ``render.json``.
+    ``<group>/renders/iter_N/``), with the worker's render record in ``render.json``. The
+    directory is staged beside it and swapped in whole (``iteration._install_iteration``),
+    so a stopped render leaves the previous one or the new one, never a mix.
     """
-    from island_tools import atomic
-    from island_tools.errors import UsageError
-    from island_tools.iteration import is_complete, load_group
+    from island_tools.iteration import group_lock, load_group
 
     group = load_group(group_dir)
+    with group_lock(group.root):
+        return _render_locked(group, n, settings, run_job, out_dir, progress)
+
+
+def _render_locked(group, n: int, settings, run_job: RunJob, out_dir, progress) -> dict:
+    from island_tools import atomic
+    from island_tools.errors import UsageError
+    from island_tools.iteration import _install_iteration, is_complete
+
     src = group.iter_dir(n)
     if not is_complete(src):
         raise UsageError(f"iter_{n} is not complete", file=str(src), fix="step it first")
     out = Path(out_dir) if out_dir else group.root / RENDER_DIR / f"iter_{n}"
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".render.", dir=out) as tmp:
-        blend = Path(tmp) / "island.blend"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.parent / f".staging.{out.name}.{os.getpid()}"
+    stage.mkdir()
+    try:
+        if progress:
+            progress(f"[render] iter_{n}: rendering persp + top view")
+        blend = stage / "island.blend"
         atomic.copy_file(src / "island.blend", blend)
         result = run_job({"op": "step", "blend": str(blend),
                           "members": list(group.metadata.members),
                           "anchor_id": group.metadata.anchor_id, "poses": None,
                           "render": settings.render_job(), "export_meshes": None})
-        paths = {}
-        for view in ("persp", "bev"):
-            name = f"render_{view}.png"
-            os.replace(Path(tmp) / name, out / name)
-            paths[view] = str(out / name)
-    record = {"iter": n, "source": str(src / "island.blend"),
-              "settings": settings.render_job(), "render": result.get("render"),
-              "blender_version": result.get("blender_version")}
-    atomic.write_json(out / "render.json", record)
-    return {"out_dir": str(out), **paths}
+        blend.unlink()
+        record = {"iter": n, "source": str(src / "island.blend"),
+                  "settings": settings.render_job(), "render": result.get("render"),
+                  "blender_version": result.get("blender_version")}
+        atomic.write_json(stage / "render.json", record)
+        _install_iteration(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return {"out_dir": str(out), **{v: str(out / f"render_{v}.png") for v in ("persp", "bev")}}
+
+
+def file_mark(path: str | os.PathLike[str]) -> list[int] | None:
+    """Identity of a file's current version (inode, size, mtime): an operator compares it
+    before and after to tell whether its output was written."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def settle(group_dir: str | os.PathLike[str], marker: str | os.PathLike[str],
+           before: list[int] | None, created: list[str] = ()) -> dict:
+    """After a stopped operator: put the group back in a state the CLIs could have left.
+
+    Under the group lock: an iteration swapped aside by a kill is put back
+    (``iteration.recover_asides``), staging left by the stopped process is removed, then
+    ``marker`` (the file whose new version means "done") decides: written -> ``{"done":
+    True}``; not written -> the inputs this operator created (``created``: a solver's or an
+    artist's ``transforms.json``) are removed with the directory they were alone in, and
+    ``{"done": False, "removed": [...]}``.
+    """
+    from island_tools.iteration import group_lock, recover_asides
+
+    root = Path(group_dir)
+    removed: list[str] = []
+    with group_lock(root):
+        for parent in (root / REFINER_DIR, root / RENDER_DIR):
+            recover_asides(parent)
+        for parent in (root, root / REFINER_DIR, root / RENDER_DIR):
+            for stale in parent.glob(".staging.*") if parent.is_dir() else ():
+                shutil.rmtree(stale, ignore_errors=True)
+        now = file_mark(marker)
+        done = now is not None and now != before
+        if not done:
+            for name in created:
+                path = Path(name)
+                if path.is_file():
+                    path.unlink()
+                    removed.append(str(path))
+                    try:
+                        path.parent.rmdir()  # only when it held nothing else
+                    except OSError:
+                        pass
+    return {"done": done, "removed": removed}
 
 
 def iteration_view(group_dir: str | os.PathLike[str], n: int) -> dict:
@@ -518,15 +595,41 @@ def latest_iter(group_dir: str | os.PathLike[str]) -> int:
 # --------------------------------------------------------------------------- CLI
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tasks.py", description=__doc__.splitlines()[0])
-    p.add_argument("--repo", required=True, help="the island-refiner checkout")
+    p.add_argument("--repo", required=True,
+                   help="the folder holding island_tools/ and worker/ (a checkout, or the "
+                        "extension's lib/)")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("settings", help="print DIRECTORYS.yaml as JSON")
     s.add_argument("--config", required=True)
-    for name in ("geometry", "solver-decision"):
+    for name in ("geometry", "solver-decision", "render"):
         s = sub.add_parser(name)
         s.add_argument("--group-dir", required=True)
         s.add_argument("--iter", type=int, required=True, dest="n")
+        if name == "render":
+            s.add_argument("--config", required=True)
+            s.add_argument("--blender-bin", default=None)
+            s.add_argument("--no-daemon", action="store_true", help="(always: no warm worker)")
+    s = sub.add_parser("infer-specs", help="target specs as the scene pipeline infers them")
+    s.add_argument("--scene-dir", required=True)
+    s.add_argument("--scene-json", required=True)
+    s.add_argument("--meshes", required=True)
     return p
+
+
+def _render_cli(args) -> dict:
+    from island_tools.config import load_settings as _load
+    from island_tools.config import with_overrides
+    from worker.launch import resolve_blender
+    from worker.launch import run_job as launch
+
+    settings = with_overrides(_load(args.config), blender_bin=args.blender_bin)
+    backend = resolve_blender(settings.blender_bin, None)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return render_iteration(args.group_dir, args.n, settings,
+                            lambda job: launch(job, backend), progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -538,8 +641,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "settings":
             result: Any = load_settings(args.config)
         elif args.command == "geometry":
+            print(f"[tasks geometry] iter_{args.n}: measuring", file=sys.stderr, flush=True)
             result = member_geometry(args.group_dir, args.n)["group"]
+        elif args.command == "render":
+            result = _render_cli(args)
+        elif args.command == "infer-specs":
+            result = infer_from_files(args.scene_dir, args.scene_json, args.meshes)
         else:
+            print(f"[tasks solver] iter_{args.n}: deciding", file=sys.stderr, flush=True)
             result = solver_decision(args.group_dir, args.n)
         print(json.dumps(result, allow_nan=False))
         return 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -146,35 +145,6 @@ def test_register_unregister_twice_leaves_nothing(built: Path) -> None:
         assert leftovers == []
 
 
-def test_built_zip_installs_as_extension(tmp_path: Path) -> None:
-    from blender_addon.build import build
-
-    zip_path = build(tmp_path / "dist")
-    import zipfile
-    with zipfile.ZipFile(zip_path) as zf:
-        names = zf.namelist()
-    assert "island_refiner/blender_manifest.toml" in names
-    assert "island_refiner/__init__.py" in names and "island_refiner/tasks.py" in names
-    code = (
-        "import bpy, sys\n"
-        f"r = bpy.ops.extensions.package_install_files(filepath={str(zip_path)!r}, "
-        "repo='user_default', enable_on_install=True)\n"
-        "key = 'bl_ext.user_default.island_refiner'\n"
-        "assert r == {'FINISHED'}, r\n"
-        "assert key in bpy.context.preferences.addons, "
-        "list(bpy.context.preferences.addons.keys())\n"
-        "assert type(bpy.context.preferences.addons[key].preferences).bl_idname == key\n"
-        "assert 'init_iter0' in dir(bpy.ops.island) and hasattr(bpy.types, 'ISLAND_PT_main')\n"
-        "assert bpy.ops.island.refresh_groups.poll() is False\n"
-        "print('INSTALLED OK')\n")
-    env = {**os.environ, "BLENDER_USER_RESOURCES": str(tmp_path / "user")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert proc.returncode == 0 and "INSTALLED OK" in proc.stdout, proc.stderr[-2000:]
-    assert (tmp_path / "user" / "extensions" / "user_default" / "island_refiner"
-            / "blender_manifest.toml").is_file()
-
-
 # ----------------------------------------------------------------------------- operators
 def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
                                              tmp_path: Path) -> None:
@@ -221,7 +191,9 @@ def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
     for name, obj in loaded.items():
         assert np.allclose(np.array(obj.matrix_world), state[name]["matrix_4x4"], atol=1e-6)
     assert list(loaded["chair_1"]["island_forward_local"]) == pytest.approx([0.0, -1.0], abs=1e-6)
-    assert f"{GROUP} iter_2 bev" in bpy.data.images
+    bev = bpy.data.images[f"Island {GROUP} bev"]  # one image pair per group, re-pointed
+    assert bev["island_label"] == "iter_2 renders"
+    assert Path(bev.filepath).resolve() == group_a / "simple_refiner/iter_2/render_bev.png"
     from blender_addon.draw import arrow_segments
     chair = loaded["chair_1"]
     (start, tip), *head = arrow_segments(chair)
@@ -245,7 +217,11 @@ def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
     with Image.open(group_a / "renders/iter_2/render_persp.png") as img:
         assert img.size == (64, 64)
     assert sha256_file(group_a / "simple_refiner/iter_2/render_bev.png") == own
-    assert f"{GROUP} render iter_2 bev" in bpy.data.images
+    assert Path(bev.filepath).resolve() == group_a / "renders/iter_2/render_bev.png"
+    assert bev["island_label"] == "iter_2 re-rendered"
+    assert sorted(json.loads((group_a / "renders/iter_2/render.json").read_text())) == [
+        "blender_version", "iter", "render", "settings", "source"]
+    assert not list((group_a / "renders").glob(".*"))  # no staging left
 
     # browse back to iter_0
     assert bpy.ops.island.load_iteration(iteration=0) == {"FINISHED"}
@@ -312,14 +288,27 @@ def test_rebuild_from_selection_and_merge_back_round_trip(st, tmp_path: Path) ->
     for obj in [table, *chairs]:
         obj.location.x += 0.5
         obj.rotation_euler.z += 0.3
-    st.iteration = 0
-    assert bpy.ops.island.merge_back(scope="SELECTED") == {"FINISHED"}
+    assert bpy.ops.island.merge_back(scope="SELECTED", iteration=0) == {"FINISHED"}
+    assert st.last_message.startswith("Merged G1 iter_0 (asked for)")
     for name, world in worlds(names).items():
         assert np.allclose(world, original[name], atol=1e-5), name
-    assert bpy.ops.island.merge_back(scope="ALL") == {"FINISHED"}  # latest: the artist's iter_1
+    # a stale browser field (iter_0 here) is not what Merge Selected uses: the iteration
+    # loaded in the island scene is (iter_1, the artist's), named in the report
+    st.iteration = 0
+    anchor.location.x -= 0.1
+    assert bpy.ops.island.merge_back(scope="SELECTED") == {"FINISHED"}
+    assert st.last_message.startswith("Merged G1 iter_1 (loaded)"), st.last_message
     m_anchor = np.array(meta["M_anchor_4x4"])
     assert np.allclose(worlds(["chair_a"])["chair_a"], m_anchor @ wanted, atol=1e-5)
     assert np.allclose(worlds(["chair_b"])["chair_b"], original["chair_b"], atol=1e-5)
+    # browsing back to iter_0 makes it the loaded one; the report says the latest is iter_1
+    assert bpy.ops.island.load_iteration(iteration=0) == {"FINISHED"}
+    assert bpy.ops.island.merge_back(scope="SELECTED") == {"FINISHED"}
+    assert st.last_message.startswith("Merged G1 iter_0 (loaded; latest is iter_1)")
+    assert np.allclose(worlds(["chair_a"])["chair_a"], original["chair_a"], atol=1e-5)
+    assert bpy.ops.island.merge_back(scope="ALL") == {"FINISHED"}  # latest: the artist's iter_1
+    assert st.last_message.startswith("Merged G1 iter_1 (latest complete)")
+    assert np.allclose(worlds(["chair_a"])["chair_a"], m_anchor @ wanted, atol=1e-5)
 
 
 def test_rebuild_from_relation_graph_checks_every_group_first(st, tmp_path: Path) -> None:
@@ -339,7 +328,7 @@ def test_rebuild_from_relation_graph_checks_every_group_first(st, tmp_path: Path
     for bad, message in (({"id": "G2", "anchor": "sofa", "members": ["chair_x"]},
                           "group 'G2'.*chair_x"),
                          ({"id": "G2", "anchor": "sofa", "members": ["sofa"]},
-                          "anchor 'sofa' is listed as a member"),
+                          "anchor 'sofa' is also listed as a member"),
                          ({"id": "../G2", "anchor": "sofa", "members": ["stool"]},
                           "not a safe directory name")):
         write([good, bad])
@@ -361,9 +350,11 @@ def test_failures_are_reports_in_both_execution_modes(st, addon, built: Path,
     assert st.groups[0].status == "no target_spec"
     for execution in ("AUTO", "SUBPROCESS"):
         addon.execution = execution
-        with pytest.raises(RuntimeError, match=r"target_spec.json is missing.*\(exit 5\)"):
+        with pytest.raises(RuntimeError, match=r"target_spec.json is missing") as err:
             bpy.ops.island.init_iter0()
+        assert st.last_exit_code == 5 and "(exit" not in str(err.value)
         assert "target_spec.json" in st.last_message and "Traceback" not in st.last_message
+        assert str(tmp_path) not in st.last_message  # paths relative to the scene folder
         assert not (group / "simple_refiner").exists()
     addon.execution = "AUTO"
     with pytest.raises(RuntimeError, match="iter_0 is missing"):
@@ -374,8 +365,9 @@ def test_failures_are_reports_in_both_execution_modes(st, addon, built: Path,
     shutil.copy(built / "target_spec.json", group / "target_spec.json")
     assert bpy.ops.island.init_iter0() == {"FINISHED"}
     bad = decision_file(group, 1, {**MOVE, "table": MOVE["chair_1"]}, tmp_path / "bad.json")
-    with pytest.raises(RuntimeError, match=r"table.*\(exit 3\)"):
+    with pytest.raises(RuntimeError, match=r"table"):
         bpy.ops.island.apply_delta(filepath=str(bad))
+    assert st.last_exit_code == 3
     assert not (group / "simple_refiner" / "iter_1").exists()
 
     # the delegated path (external Python running tasks.py) gives the same geometry
@@ -419,3 +411,140 @@ def test_preferences_mirror_directorys_yaml(addon, config: Path, tmp_path: Path)
         assert load_settings(path).samples == 5
     finally:
         addon.config_path = str(config)
+
+
+# ----------------------------------------------------------------------------- artist trip-ups
+def test_unsaved_file_never_writes_into_the_working_directory(st, tmp_path: Path,
+                                                              monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert not bpy.data.filepath
+    cube("table", (1.6, 0.8, 0.75), (0, 0, 0.375), 0).select_set(True)
+    chair = cube("chair", (0.45, 0.45, 0.9), (0, -0.8, 0.45), 0)
+    chair.select_set(True)
+    bpy.context.view_layer.objects.active = bpy.data.objects["table"]
+    for value, words in (("//islands", "not saved"), ("islands", "not an absolute folder")):
+        st.scene_dir = value
+        assert st.scene_path() is None and len(st.groups) == 0
+        with pytest.raises(RuntimeError, match=words):
+            bpy.ops.island.rebuild_island(source="SELECTION")
+        assert list(tmp_path.iterdir()) == []  # nothing in the working directory
+    st.scene_dir = str(tmp_path / "chosen")
+    assert bpy.ops.island.rebuild_island(source="SELECTION") == {"FINISHED"}
+    assert (tmp_path / "chosen/relation_groups/G1/island.blend").is_file()
+
+
+def test_relation_graph_hints_become_target_specs_as_the_pipeline_infers(st, tmp_path: Path
+                                                                         ) -> None:
+    cube("long", (1.6, 0.8, 0.75), (0, 0, 0.375), 10)
+    cube("c1", (0.45, 0.45, 0.9), (-0.4, -0.75, 0.45), 10)
+    cube("c2", (0.45, 0.45, 0.9), (0.4, -0.75, 0.45), 10)
+    cube("small", (1.3, 1.0, 0.75), (5, 0, 0.375), 0)
+    cube("c3", (0.45, 0.45, 0.9), (5, -0.9, 0.45), 0)
+    scene_dir = tmp_path / "scene"
+    (scene_dir / "inputs").mkdir(parents=True)
+    (scene_dir / "inputs/relation_graph.json").write_text(json.dumps({"groups": [
+        {"id": "G1", "anchor": "long", "members": ["c1", "c2"],
+         "relation": {"pattern": "row", "clearance_m": 0.2}, "forward_axis": {"c1": "-Y"}},
+        {"id": "G2", "anchor": "small", "members": ["c3"]}]}))
+    st.scene_dir = str(scene_dir)
+    assert bpy.ops.island.rebuild_island(source="RELATION_GRAPH") == {"FINISHED"}
+    assert "target spec inferred for 2" in st.last_message
+    assert [(g.name, g.status) for g in st.groups] == [("G1", "ready"), ("G2", "ready")]
+    spec = {g: json.loads((scene_dir / f"relation_groups/{g}/target_spec.json").read_text())
+            for g in ("G1", "G2")}
+    # docs/SCENE_PIPELINE.md's inference table, then the relation hints on top
+    base = {"facing": "toward_anchor", "spacing": "even_along_each_edge"}
+    assert spec["G1"] == {**base, "anchor_role": "long_table", "member_count": 2,
+                          "pattern": "row", "clearance_m": 0.2}
+    assert spec["G2"] == {**base, "anchor_role": "table", "member_count": 1, "pattern": "row",
+                          "clearance_m": 0.1}
+    meta = json.loads((scene_dir / "relation_groups/G1/metadata.json").read_text())
+    assert meta["forward_axis_overrides"] == {"c1": "-Y"} and meta["group_id"] == "G1"
+
+
+def test_a_stopped_step_leaves_the_iteration_written_or_untouched(st, addon, built: Path,
+                                                                  tmp_path: Path) -> None:
+    """The child a modal step runs, stopped at several moments (as Esc stops it), then
+    settled: iter_1 is complete, or it and the solver's decision are gone - nothing else."""
+    import time
+
+    from blender_addon import ops, tasks
+
+    group = new_scene(built, tmp_path / "scene")
+    use_scene(st, tmp_path / "scene")
+    assert bpy.ops.island.init_iter0() == {"FINISHED"}
+    runner = ops.make_runner(bpy.context)
+    refiner = group / "simple_refiner"
+    marker = refiner / "iter_1/current_state.json"
+    seen = set()
+    for delay in (0.2, 1.2, 2.0, None):
+        decision = refiner / "iter_1/transforms.json"
+        tasks.solver_decision(group, 1)
+        proc = runner.start(runner.script_argv("iter_step.py",
+                                               ["--group-dir", str(group), "--iter", "1"]))
+        if delay is None:
+            proc.wait()
+        else:
+            time.sleep(delay)
+            proc.stop()
+        outcome = tasks.settle(group, marker, None, [str(decision)])
+        leftovers = [p.name for p in refiner.iterdir() if p.name.startswith(".")]
+        assert leftovers == [] and not list(group.glob(".staging*")), leftovers
+        if outcome["done"]:
+            assert tasks.completed_iters(group) == [0, 1] and decision.is_file()
+            shutil.rmtree(refiner / "iter_1")
+        else:
+            assert not (refiner / "iter_1").exists() and outcome["removed"] == [str(decision)]
+        seen.add(outcome["done"])
+    assert seen == {True, False}
+
+
+def test_the_file_stays_clean(st, built: Path, tmp_path: Path) -> None:
+    new_scene(built, tmp_path / "scene")
+    use_scene(st, tmp_path / "scene")
+    assert bpy.ops.island.init_iter0() == {"FINISHED"}
+
+    def counts() -> tuple:
+        return tuple(len(c) for c in (bpy.data.objects, bpy.data.meshes, bpy.data.materials,
+                                      bpy.data.images, bpy.data.scenes))
+
+    first = counts()
+    for _ in range(3):
+        assert bpy.ops.island.load_iteration(iteration=0) == {"FINISHED"}
+    assert counts() == first  # one island scene, reused; one image pair; no .001 pile-up
+    assert sorted(i.name for i in bpy.data.images) == [f"Island {GROUP} bev",
+                                                       f"Island {GROUP} persp"]
+    assert bpy.ops.island.remove_islands() == {"FINISHED"}
+    assert [s.name for s in bpy.data.scenes] == ["Scene"]
+    assert len(bpy.data.images) == 0 and len(bpy.data.objects) == 0
+    assert tasks_completed(built, tmp_path) == [0]  # the files on disk are untouched
+
+
+def tasks_completed(built: Path, tmp_path: Path) -> list[int]:
+    from blender_addon import tasks
+
+    return tasks.completed_iters(tmp_path / "scene" / "relation_groups" / GROUP)
+
+
+def test_undo_says_the_disk_did_not_change(st, built: Path, tmp_path: Path) -> None:
+    from blender_addon import sync
+
+    new_scene(built, tmp_path / "scene")
+    use_scene(st, tmp_path / "scene")
+    assert bpy.ops.island.init_iter0() == {"FINISHED"}
+    assert "Undo does not remove it from disk" in st.last_message
+    sync._after_undo()
+    assert st.last_level == "WARNING"
+    assert "files on disk did not change" in st.last_message
+    assert f"Latest on disk: {GROUP} iter_0" in st.last_message
+
+
+def test_panel_text_is_for_people(st, tmp_path: Path) -> None:
+    from blender_addon.ops import people
+
+    st.scene_dir = str(tmp_path)
+    line = (f"[iter_step] error (exit 3): {tmp_path}/relation_groups/G1/simple_refiner/iter_4/"
+            "transforms.json, field 'members': bad (fix: see /opt/very/long/path/to/README.md)")
+    text = people(line, st)
+    assert text == ("error: G1/simple_refiner/iter_4/transforms.json, field 'members': bad "
+                    "(fix: see …/to/README.md)")
