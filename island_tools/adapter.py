@@ -638,6 +638,23 @@ def _finalize(group: Group, n: int) -> None:
     atomic.copy_file(group.iter_dir(n) / "island.blend", group.root / "island.blend")
 
 
+def promote_final(group_dir: str | os.PathLike[str], n: int | None = None) -> int:
+    """Contract steps 4 and 5 for a loop driven from outside ``run_group`` (an MCP client,
+    an artist): mark the last complete iteration final and promote its island.blend.
+    ``n``, when given, must be that iteration. Returns it; UsageError (2) otherwise."""
+    group = load_group(group_dir)
+    done = completed_iters(group)
+    last = done[-1] if done else 0
+    if last < 1:
+        raise UsageError("no refined iteration to promote (only iter_0 or none)",
+                         file=str(group.refiner), fix="step iter 1 first")
+    if n is not None and n != last:
+        raise UsageError(f"iter_{n} is not the last complete iteration (iter_{last} is)",
+                         file=str(group.refiner), fix=f"promote iter {last}")
+    _finalize(group, last)
+    return last
+
+
 def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings,
               run_job: RunJob, max_iter: int = DEFAULT_MAX_ITER, progress: Progress | None = None,
               timeout_s: float = DEFAULT_TIMEOUT_S, model: str | None = None,

@@ -40,29 +40,45 @@ def _keep_traceback(prog: str, text: str) -> Path | None:
 
 
 def _fail(prog: str, exc: IslandError) -> int:
-    print(f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}", file=sys.stderr)
+    print(error_line(prog, exc), file=sys.stderr)
     return exc.exit_code
+
+
+def error_line(prog: str, exc: IslandError) -> str:
+    """``[prog] error (exit N): <one line>`` - how every tool reports an IslandError."""
+    return f"[{prog}] error (exit {exc.exit_code}): {exc.one_line()}"
+
+
+def interrupted_line(prog: str) -> str:
+    return f"[{prog}] interrupted; earlier iterations are intact"
+
+
+def failure(prog: str, exc: BaseException) -> tuple[int, str]:
+    """(exit code, the one line) for an exception that ended a call: an IslandError's own
+    code, 130 for an interrupt, 10 for a write the filesystem refused, else 1 with the
+    traceback kept in a file the line names (call it where the exception is handled)."""
+    if isinstance(exc, IslandError):
+        return exc.exit_code, error_line(prog, exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, interrupted_line(prog)
+    known = from_oserror(exc) if isinstance(exc, OSError) else None
+    if known is not None:
+        return known.exit_code, error_line(prog, known)
+    text = "".join(traceback.format_exception(exc))
+    if os.environ.get(ENV_DEBUG, "").strip() not in ("", "0"):
+        sys.stderr.write(text)
+    kept = _keep_traceback(prog, text)
+    msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+    where = f"traceback in {kept}" if kept else "traceback not kept (nowhere writable)"
+    return EXIT_INTERNAL, (f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg} ({where}; "
+                           f"set {ENV_DEBUG}=1 to print it)")
 
 
 def run_main(prog: str, body: Callable[[], int]) -> int:
     """Run ``body``; an IslandError becomes its exit code and one line on stderr."""
     try:
         return body()
-    except IslandError as exc:
-        return _fail(prog, exc)
-    except KeyboardInterrupt:
-        print(f"[{prog}] interrupted; earlier iterations are intact", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence, still one line
-        known = from_oserror(exc) if isinstance(exc, OSError) else None
-        if known is not None:
-            return _fail(prog, known)
-        text = traceback.format_exc()
-        if os.environ.get(ENV_DEBUG, "").strip() not in ("", "0"):
-            sys.stderr.write(text)
-        kept = _keep_traceback(prog, text)
-        msg = " ".join(f"{type(exc).__name__}: {exc}".split())
-        where = f"traceback in {kept}" if kept else "traceback not kept (nowhere writable)"
-        print(f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg} ({where}; "
-              f"set {ENV_DEBUG}=1 to print it)", file=sys.stderr)
-        return EXIT_INTERNAL
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - still one line
+        code, line = failure(prog, exc)
+        print(line, file=sys.stderr)
+        return code

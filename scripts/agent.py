@@ -70,6 +70,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _write(args: argparse.Namespace) -> int:
     from island_tools.adapter import read_decision_text, write_decision
     from island_tools.errors import UsageError
+    from island_tools.loop_lines import write_lines
 
     source = args.file or "<stdin>"
     try:
@@ -79,11 +80,11 @@ def _write(args: argparse.Namespace) -> int:
                          fix="pass a readable UTF-8 JSON file to --file") from exc
     result = write_decision(args.group_dir, args.n, read_decision_text(text, source),
                             model=args.model, generated_by=args.generated_by)
-    for warning in result.warnings:
-        print(f"[agent] warning: {warning}", file=sys.stderr)
-    verdict = result.verdict
-    how = "penetration exception" if verdict.exception else verdict.phase.label
-    print(f"[agent] wrote {result.path} ({how}: {len(verdict.moved)} member(s) moved)")
+    out, err = write_lines(result)
+    for line in err:
+        print(line, file=sys.stderr)
+    for line in out:
+        print(line)
     return 0
 
 

@@ -25,15 +25,13 @@ def run(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from island_tools.iteration import init_iter0
+        from island_tools.loop_lines import init_iter0_lines
 
         settings = settings_from(args)
         backend, run_job = job_runner(settings)
         result = init_iter0(args.group_dir, settings, run_job, progress_printer(args))
-        print(f"[init_iter0] iter_0 ready: {result.iter_dir}")
-        print(f"[init_iter0] renders: {result.iter_dir / 'render_persp.png'} "
-              f"{result.iter_dir / 'render_bev.png'}")
-        print(f"[init_iter0] geometry: {result.iter_dir / 'geometry.json'} (backend: "
-              f"{backend.describe()})")
+        for line in init_iter0_lines(result, backend.describe()):
+            print(line)
         return 0
 
     return run_main("init_iter0", body)

@@ -21,28 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts._step_host import run_cli  # noqa: E402
 
 
-def _summary(geometry: dict) -> str:
-    g = geometry.get("group", {})
-    parts = []
-    for key, label, unit in (("facing_error_max_deg", "facing max", "deg"),
-                             ("clearance_error_max_m", "clearance err max", "m"),
-                             ("penetration_pairs", "penetrations", ""),
-                             ("clearance_violations", "clearance violations", "")):
-        if g.get(key) is not None:
-            value = g[key]
-            parts.append(f"{label} {value:.3f}{unit}" if isinstance(value, float)
-                         else f"{label} {value}")
-    spacing = g.get("spacing", {})
-    if spacing.get("max_deviation_m") is not None:
-        parts.append(f"spacing dev {spacing['max_deviation_m']:.3f}m")
-    if spacing.get("ring_gap_cv") is not None:
-        parts.append(f"ring gap CV {spacing['ring_gap_cv']:.3f}")
-    match = g.get("pattern", {}).get("match")
-    if match is not None:
-        parts.append(f"pattern {'match' if match else 'MISMATCH'}")
-    return ", ".join(parts)
-
-
 def run(argv: list[str] | None = None) -> int:
     """The call in this process (the step host runs this too)."""
     from scripts._cli import job_runner, parser, progress_printer, run_main, settings_from
@@ -53,17 +31,16 @@ def run(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         from island_tools.iteration import iter_step
+        from island_tools.loop_lines import iter_step_lines
 
         settings = settings_from(args)
         _, run_job = job_runner(settings)
         result = iter_step(args.group_dir, args.n, settings, run_job, progress_printer(args))
-        for warning in result.warnings:
-            print(f"[iter_step] warning: {warning}", file=sys.stderr)
-        if result.trivial:
-            print("[iter_step] trivial transforms: sanity check skipped")
-        print("[iter_step] sanity OK")
-        print(f"[iter_step] iter_{result.iter}: {result.iter_dir}")
-        print(f"[iter_step] geometry: {_summary(result.geometry)}")
+        out, err = iter_step_lines(result)
+        for line in err:
+            print(line, file=sys.stderr)
+        for line in out:
+            print(line)
         return 0
 
     return run_main("iter_step", body)

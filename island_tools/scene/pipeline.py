@@ -32,18 +32,20 @@ docs/SCENE_PIPELINE.md.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
+from ..iteration import RunJob
 from . import finalize, merge, rebuild, refine, run, validate
 from .batch import BatchRun
-from .context import RunOptions, StageContext
+from .context import JobSlots, Progress, RunOptions, StageContext
 from .errors import EXIT_GROUPS_FAILED
 from .paths import OUTPUT_BLEND, RELATION_GRAPH, SCENE_BLEND, GroupPaths, ScenePaths
 from .validate import Prepared
 
 __all__ = ["OUTPUT_BLEND", "RELATION_GRAPH", "SCENE_BLEND", "GroupPaths", "Prepared",
-           "RunOptions", "ScenePaths", "ScenePipeline"]
+           "RunOptions", "ScenePaths", "ScenePipeline", "run_scene"]
 
 
 class ScenePipeline(StageContext):
@@ -98,3 +100,17 @@ class ScenePipeline(StageContext):
 
     def evaluate(self) -> dict[str, Any]:
         return finalize.evaluate(self)
+
+
+def run_scene(scene_dir: str | os.PathLike[str], options: RunOptions, run_job: RunJob, *,
+              progress: Progress | None = None, job_slots: JobSlots | None = None,
+              argv: list[str] | tuple[str, ...] = (), prog: str = "refine_scene"
+              ) -> tuple[int, str]:
+    """``island-refine run`` as a function: the whole pipeline on one scene, then (exit code,
+    the closing ``[prog] done: ...`` line). The CLI and the MCP server's ``refine_scene``."""
+    pipeline = ScenePipeline(scene_dir, options, run_job, progress=progress, job_slots=job_slots)
+    code = pipeline.run(argv)
+    state = pipeline.state.doc if pipeline.state else {}
+    return code, (f"[{prog}] done: {len(state.get('islands_completed', []))} completed, "
+                  f"{len(state.get('islands_failed', []))} failed; "
+                  f"{pipeline.paths.output_blend}; {pipeline.paths.metrics}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,11 @@ def render_report(scene_dir: Path) -> str:
     else:
         out += ["", "(no metrics.json yet: the run has not reached eval)"]
     return "\n".join(out) + "\n"
+
+
+def report_result(scene_dir: str | os.PathLike[str]) -> tuple[int, str]:
+    """What ``island-refine report`` answers: (0, the report) or (2, why there is none)."""
+    try:
+        return 0, render_report(Path(scene_dir).expanduser().resolve())
+    except FileNotFoundError as exc:
+        return 2, str(exc)
