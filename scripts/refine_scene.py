@@ -6,6 +6,8 @@
                   [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
                   [--config YAML] [--quiet]
     island-refine report DIR
+    island-refine mcp --root DIR [--root DIR ...] [--blender-bin PATH] [--engine E]
+                  [--resolution PX] [--samples N] [--config YAML] [--no-daemon]
     island-refine batch SCENE_DIR... [--cluster local|tcp://HOST:PORT|slurm|pbs]
                   [--workers N] [--retries K] [--print-job-script] [run flags above]
 
@@ -13,7 +15,9 @@ Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
 command after a crash; completed groups are skipped, unfinished ones redone. ``batch`` runs
 many scenes on Dask, one task per island (docs/BATCH.md); its exit code is 0 when every
-scene finished with every island completed, 21 when any island or scene failed.
+scene finished with every island completed, 21 when any island or scene failed. ``mcp``
+serves the island loop and these scene commands as Model Context Protocol tools over stdio,
+confined to the --root directories (island_tools/mcp_server.py).
 
 Exit codes: 0 every flagged group completed; 2 usage (bad flag, another run active, inputs
 changed since the last run without --restart); 6 geometry; 7 Blender/worker; 8 the input
@@ -102,7 +106,21 @@ def _parser() -> argparse.ArgumentParser:
                      help="worker logs (Blender output); default: a temp dir named after "
                           "the run")
     _add_run_flags(bat)
-    for s in (run, rep, bat):
+    mcp = sub.add_parser("mcp", help="serve the loop as MCP tools over stdio")
+    mcp.add_argument("--root", action="append", required=True, metavar="DIR",
+                     help="a directory the tools may read and write under (repeatable); "
+                          "every other path is refused")
+    mcp.add_argument("--blender-bin", default=None,
+                     help="Blender binary ('bpy' = embedded); default: DIRECTORYS.yaml, "
+                          "$BLENDER, embedded bpy, blender on PATH")
+    mcp.add_argument("--engine", choices=("workbench", "cycles"), default=None)
+    mcp.add_argument("--resolution", type=int, default=None, help="render size in px")
+    mcp.add_argument("--samples", type=int, default=None)
+    mcp.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
+    mcp.add_argument("--no-daemon", action="store_true",
+                     help="Blender work in this process (or a subprocess per job) instead of "
+                          "the warm worker")
+    for s in (run, rep, bat, mcp):
         s.error = p.error  # type: ignore[method-assign]
     return p
 
@@ -113,30 +131,28 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("run", "report", "batch", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "report", "batch", "mcp", "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args.scene_dir)
     if args.command == "batch":
         return _batch(args, argv)
+    if args.command == "mcp":
+        return _mcp(args)
     # A scheduler's SIGTERM unwinds like an exception, so the run is marked failed.
     previous = signal.signal(signal.SIGTERM, _terminate)
 
     def body() -> int:
-        from island_tools.scene.pipeline import ScenePipeline
+        from island_tools.scene.pipeline import run_scene
 
         settings, options = _run_options(args)
         _, run_job = job_runner(settings)
         progress = None if args.quiet else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
-        pipeline = ScenePipeline(args.scene_dir, options, run_job, progress=progress,
-                                 job_slots=job_slots(settings))
-        code = pipeline.run(argv)
-        state = pipeline.state.doc if pipeline.state else {}
-        print(f"[{PROG}] done: {len(state.get('islands_completed', []))} completed, "
-              f"{len(state.get('islands_failed', []))} failed; "
-              f"{pipeline.paths.output_blend}; {pipeline.paths.metrics}")
+        code, line = run_scene(args.scene_dir, options, run_job, progress=progress,
+                               job_slots=job_slots(settings), argv=argv, prog=PROG)
+        print(line)
         return code
 
     try:
@@ -192,15 +208,28 @@ def _batch(args: argparse.Namespace, argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _report(scene_dir: str) -> int:
-    from island_tools.scene.report import render_report
+def _mcp(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from island_tools.mcp_server import serve
 
-    try:
-        sys.stdout.write(render_report(Path(scene_dir).expanduser().resolve()))
-    except FileNotFoundError as exc:
-        print(f"[{PROG}] error (exit 2): {exc}", file=sys.stderr)
-        return 2
-    return 0
+        def runner(settings):
+            backend, run_job = job_runner(settings)
+            return backend.describe(), run_job
+
+        return serve(args.root, settings_from(args), runner, job_slots)
+
+    return run_main("mcp", body)
+
+
+def _report(scene_dir: str) -> int:
+    from island_tools.scene.report import report_result
+
+    code, text = report_result(scene_dir)
+    if code:
+        print(f"[{PROG}] error (exit {code}): {text}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return code
 
 
 if __name__ == "__main__":
