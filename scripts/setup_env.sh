@@ -2,15 +2,19 @@
 # One-command set-up on a fresh machine: .venv with everything, bpy 5.0.x included.
 #   bash scripts/setup_env.sh                 # Python side only
 #   bash scripts/setup_env.sh --with-blender  # + Debian's blender 3.4 binary (needs root/apt)
+#   bash scripts/setup_env.sh --with-bpy52    # + .venv313: Python 3.13 with bpy 5.2.x, numpy 2
 # pip downloads are cached in ${PIP_CACHE_DIR:-~/.cache/pip} (the bpy wheel is ~375 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_blender=0
+with_bpy52=0
 for arg in "$@"; do
   case "$arg" in
     --with-blender) with_blender=1 ;;
-    *) echo "setup_env.sh: unknown argument $arg (use --with-blender)" >&2; exit 2 ;;
+    --with-bpy52) with_bpy52=1 ;;
+    *) echo "setup_env.sh: unknown argument $arg (use --with-blender, --with-bpy52)" >&2
+       exit 2 ;;
   esac
 done
 
@@ -39,15 +43,41 @@ fi
 # PYTHONDONTWRITEBYTECODE is set.
 .venv/bin/python -m compileall -q -j 0 island_tools worker scripts fixtures blender_addon >/dev/null
 
-if [ "$with_blender" = 1 ] && ! command -v blender >/dev/null 2>&1; then
+if [ "$with_blender" = 1 ] && { ! command -v blender || ! command -v xvfb-run \
+     || ! command -v xdotool; } >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # python3-numpy: Blender 3.4's own Python has no numpy without it.
-    apt-get install -y -qq --no-install-recommends blender python3-numpy >/dev/null
+    # xvfb, xauth, xdotool: the add-on's GUI tier (a real Blender window, tests/gui/).
+    apt-get install -y -qq --no-install-recommends blender python3-numpy \
+      xvfb xauth xdotool >/dev/null
   else
-    echo "setup_env.sh: not root; install Debian's blender + python3-numpy yourself" >&2
+    echo "setup_env.sh: not root; install Debian's blender python3-numpy xvfb xauth xdotool" \
+      "yourself" >&2
     exit 2
   fi
+fi
+
+if [ "$with_bpy52" = 1 ]; then
+  # bpy 5.2.x exists only for Python 3.13. pyenv's interpreters are tried directly (a pyenv
+  # shim refuses a version that is not the active one).
+  py313=""
+  for cand in "${PYTHON313:-}" python3.13 "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13; do
+    if [ -n "$cand" ] && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' \
+         >/dev/null 2>&1; then
+      py313="$cand"; break
+    fi
+  done
+  if [ -z "$py313" ]; then
+    echo "setup_env.sh: --with-bpy52 needs Python 3.13 (set PYTHON313=/path/to/python3.13)" >&2
+    exit 2
+  fi
+  if [ ! -x .venv313/bin/python ]; then
+    "$py313" -m venv .venv313
+  fi
+  .venv313/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+  echo "setup_env.sh: .venv313 ready ($(.venv313/bin/python -c \
+    'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"
 fi
 echo "setup_env.sh: ready ($(.venv/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"

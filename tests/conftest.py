@@ -1,4 +1,4 @@
-"""Test tiers: pure (default), ``bpy`` (embedded Blender 5.0 wheel), ``blender_bin``
+"""Test tiers: pure (default), ``bpy`` (the embedded Blender wheel: 5.0 or 5.2), ``blender_bin``
 (a real Blender binary, Debian's 3.4 in CI). A tier whose engine is missing is skipped,
 unless ISLAND_REFINER_REQUIRE_BPY / ISLAND_REFINER_REQUIRE_BLENDER is set (CI), where a
 missing engine fails the test instead of hiding it."""

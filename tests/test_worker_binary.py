@@ -115,7 +115,10 @@ def test_file_from_bpy_5_is_refused_by_the_older_binary(backend, tmp_path):
     with pytest.raises(BlendVersionError) as err:
         launch.run_job({"op": "read_poses", "blend": str(newer), "members": MEMBERS}, backend)
     msg = str(err.value)
-    assert "5.0" in msg and backend.version in msg and str(newer) in msg
+    import bpy  # the wheel that saved it: 5.0.x in .venv, 5.2.x in .venv313
+
+    saved_by = "{}.{}".format(*bpy.app.version[:2])
+    assert saved_by in msg and backend.version in msg and str(newer) in msg
     assert err.value.exit_code == 7
 
 
@@ -131,7 +134,8 @@ def test_worker_errors_keep_their_class_and_exit_code(backend, bin_island, tmp_p
     result = tmp_path / "result.json"
     job.write_text(json.dumps({"op": "explode"}))
     proc = subprocess.run(launch.command(backend, str(job), str(result)),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120,
+                          env=launch._child_env(backend))   # as run_job starts it
     assert proc.returncode == UsageError.exit_code == 2
     err_obj = json.loads(result.read_text())["error"]
     assert err_obj["type"] == "UsageError" and err_obj["exit_code"] == 2
@@ -213,3 +217,20 @@ def test_job_must_be_plain_json(tmp_path):
     backend = launch.resolve_blender(str(fake_blender(tmp_path, "exit 0\n")), None, env={})
     with pytest.raises(UsageError, match="not plain JSON"):
         launch.run_job({"op": "read_poses", "members": np.array([1])}, backend)
+
+
+def test_binary_children_drop_the_bpy_modules_colour_config(monkeypatch):
+    """bpy 5.2 setenv()s OCIO to its own config on import; Debian's 3.4 aborts on it (seen
+    under .venv313: 'minor version 5 is not supported'). A user's own OCIO is kept."""
+    from worker import launch
+
+    backend = launch.Backend(kind="binary", path="/usr/bin/blender", source="test",
+                             version="3.4.1")
+    module_cfg = ("/work/x/.venv313/lib/python3.13/site-packages/bpy/5.2/datafiles/"
+                  "colormanagement/config.ocio")
+    monkeypatch.setenv("OCIO", module_cfg)
+    assert "OCIO" not in launch._child_env(backend)
+    monkeypatch.setenv("OCIO", "/studio/aces/config.ocio")
+    assert launch._child_env(backend)["OCIO"] == "/studio/aces/config.ocio"
+    monkeypatch.delenv("OCIO")
+    assert "OCIO" not in launch._child_env(backend)

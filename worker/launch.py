@@ -259,8 +259,20 @@ def _child_env(backend: Backend) -> dict[str, str]:
     for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
         env.pop(key, None)
     env["PYTHONNOUSERSITE"] = "1"
+    # The bpy 5.2 module setenv()s OCIO to its own colour config (OCIO v2.5) when imported;
+    # every process started from one that imported it inherits that, and an older binary's
+    # OpenColorIO aborts on it (Debian's 3.4: "minor version 5 is not supported"). A binary
+    # uses its own config; an OCIO the user set (pointing elsewhere) is kept.
+    if _is_bpy_module_ocio(env.get("OCIO", "")):
+        env.pop("OCIO")
     env.update(backend.extra_env)
     return env
+
+
+def _is_bpy_module_ocio(value: str) -> bool:
+    parts = Path(value).parts if value else ()
+    return ("bpy" in parts and "colormanagement" in parts
+            and any(p in ("site-packages", "dist-packages") for p in parts))
 
 
 def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mapping
