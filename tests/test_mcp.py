@@ -198,6 +198,17 @@ def test_hostile_paths_are_refused(client: Client, template: Path, root: Path,
     assert code == 2 and "outside the server's roots" in line
     code, line = client.error("refine_scene", scene_dir=str(outside))
     assert code == 2 and line.startswith("[refine_scene] error (exit 2)")
+    # Links that stay inside the roots are followed.
+    inner = fresh(template, root, "aliased")
+    (root / "alias").symlink_to(inner, target_is_directory=True)
+    status = client.ok("group_status", group_dir="alias")   # relative: from the first root
+    assert status["group_dir"] == str(inner) and status["next_step"] == "init_iter0"
+    code, line = client.error("group_status", group_dir=str(root / "missing"))
+    assert code == 2 and "group directory does not exist" in line
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    code, line = client.error("group_status", group_dir=str(root / "loop_a"))
+    assert code == 2 and "cannot be resolved" in line
     # A group inside the root holding a link that leads out of it.
     group = fresh(template, root, "planted")
     (group / "masked.png").symlink_to("/etc/hostname")
@@ -338,10 +349,38 @@ def test_refine_scene_and_report(client: Client, root: Path) -> None:
     scene = build_scene(root / "tv_scene", resolve_blender("bpy", None), groups=["tv"])
     code, line = client.error("report", scene_dir=str(scene))
     assert code == 2 and line.startswith("[refine_scene] error (exit 2): ") and "ledger" in line
+    seen: list[str] = []
+
+    async def refine_and_cancel() -> None:
+        stepping = anyio.Event()
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            seen.append(message or "")
+            if message and "[iter_step]" in message:
+                stepping.set()
+
+        async with anyio.create_task_group() as tg:
+            async def call() -> None:
+                await client.session.call_tool("refine_scene", {"scene_dir": str(scene),
+                                                                "max_iter": 6},
+                                               progress_callback=progress)
+            tg.start_soon(call)
+            with anyio.fail_after(60):
+                await stepping.wait()
+            tg.cancel_scope.cancel()
+
+    client.portal.call(refine_and_cancel)
+    # The next call waits for the cancelled run to unwind, then resumes the scene.
     t0 = time.perf_counter()
     done = client.ok("refine_scene", scene_dir=str(scene), max_iter=6)
     seconds = time.perf_counter() - t0
     assert done["line"].startswith("[refine_scene] done: 1 completed, 0 failed")
+    from tests._helpers import ledger_rows
+
+    runs = ledger_rows(scene, "runs")
+    assert [(r["event"], r["exit_code"]) for r in runs] == [
+        ("started", None), ("failed", 130), ("started", None), ("finished", 0)], runs
+    assert runs[1]["detail"] == "interrupted"
     assert (scene / "blend" / "stage3-scene.blend").is_file()
     text = client.ok("report", scene_dir=str(scene))["report"]
     assert text.startswith(f"island-refine report: {scene}") and "tv" in text
