@@ -354,11 +354,14 @@ class IslandMCP:
                         with contextlib.suppress(Exception):
                             await ctx.report_progress(k, None, message)
 
+        watching = anyio.CancelScope()
+
         async def watch() -> None:
-            try:
-                await anyio.sleep_forever()
-            finally:
-                call.cancelled.set()
+            with watching:
+                try:
+                    await anyio.sleep_forever()
+                finally:   # the request was cancelled (or the work is done)
+                    call.cancelled.set()
 
         async with self._busy:
             async with anyio.create_task_group() as tg:
@@ -367,8 +370,8 @@ class IslandMCP:
                 try:
                     result = await self._on_worker(prog, work, call)
                 finally:
-                    send.close()
-                tg.cancel_scope.cancel()
+                    send.close()     # pump drains what is left, then ends
+                    watching.cancel()
         return result
 
     async def _on_worker(self, prog: str, work: Callable[[Call], CallToolResult], call: Call
@@ -383,6 +386,8 @@ class IslandMCP:
         def job() -> None:
             try:
                 box["result"] = _guarded(prog, work, call)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit and the like: one line
+                box["result"] = error_result(*failure(prog, exc))
             finally:
                 with contextlib.suppress(Exception):
                     anyio.from_thread.run_sync(done.set, token=token)
@@ -476,21 +481,30 @@ class IslandMCP:
                                          "geometry_summary": geometry_summary(result.geometry)})
             return await self._write(ctx, "init_iter0", work)
 
-        async def write_decision(group_dir: str, decision: dict[str, Any] | str,
-                                 iter: int | None = None, model: str = "unspecified",
+        async def write_decision(group_dir: str,
+                                 decision: dict[str, Any] | str | None = None,
+                                 decision_json: str = "", iter: int | None = None,
+                                 model: str = "unspecified",
                                  generated_by: str = "island-refine mcp") -> CallToolResult:
             """Check a decision {"members": {name: {"delta_xyz": [dx, dy, dz],
             "delta_yaw_deg": deg}}, "converged"?, "reason_summary"?, "final"?} against the
             contract and iteration N's magnitude policy (agent.py write) and write
             iter_N/transforms.json; a rejection (exit 3) names the member, the cap and the
-            phase and writes nothing. iter defaults to the next iteration; decision may be
-            the JSON text."""
+            phase and writes nothing. Give the decision as an object (decision) or as the
+            JSON text an agent would write to a file (decision_json: parsed strictly, no
+            NaN, no duplicate keys). iter defaults to the next iteration."""
             def work(_: Call) -> CallToolResult:
                 root = self.confine.group(group_dir)
                 group = load_group(root)
                 n = self._next(group, iter)
-                parsed = (adapter.read_decision_text(decision, "<decision>")
-                          if isinstance(decision, str) else decision)
+                if (decision is None) == (not decision_json):
+                    raise UsageError("give exactly one of decision (an object) and "
+                                     "decision_json (its JSON text)", field="decision",
+                                     fix='send {"members": {...}, "converged": false, '
+                                         '"reason_summary": "..."}')
+                text = decision_json or (decision if isinstance(decision, str) else None)
+                parsed = (adapter.read_decision_text(text, "<decision>")
+                          if text is not None else decision)
                 result = adapter.write_decision(root, n, parsed, model=model,
                                                 generated_by=generated_by)
                 out, err = write_lines(result)

@@ -236,12 +236,19 @@ def test_malformed_decisions_are_refused_with_the_clis_line(client: Client, temp
         ({"members": {"chair_1": nudge}}, ["pattern phase (iter 1-3)", "at least 3"]),
         ({"members": {"table": nudge, **three}}, ["table"]),
     ]
-    for decision, words in cases:
-        code, line = client.error("write_decision", group_dir=str(group), iter=1,
-                                  decision=decision)
+    strict = [  # decision_json: the text as an agent writes it, parsed like agent.py write
+        ('{"members": {"chair_1": {"delta_xyz": [NaN, 0, 0], "delta_yaw_deg": 0}}}', ["NaN"]),
+        ('{"members": {}, "members": {}}', ["duplicate", "members"]),
+    ]
+    for decision, words in [*cases, *strict]:
+        given = ({"decision_json": decision} if (decision, words) in strict
+                 else {"decision": decision})
+        code, line = client.error("write_decision", group_dir=str(group), iter=1, **given)
         assert code == 3 and line.startswith("[agent] error (exit 3): "), line
         assert all(w in line for w in words), (words, line)
         assert not (group / "simple_refiner" / "iter_1" / "transforms.json").exists()
+    code, line = client.error("write_decision", group_dir=str(group), iter=1)
+    assert code == 2 and "exactly one of decision" in line
     # The same one line as the CLI, for the same rejection.
     decision = cases[4][0]
     _, line = client.error("write_decision", group_dir=str(group), iter=1, decision=decision)
@@ -255,6 +262,16 @@ def test_malformed_decisions_are_refused_with_the_clis_line(client: Client, temp
                           "--iter", "3", "--no-daemon", "--quiet"], cwd=REPO,
                          capture_output=True, text=True, check=False)
     assert code == cli.returncode == 2 and cli.stderr.strip() == line
+    # ... and 5 (target_spec.json missing), before anything is written.
+    broken = fresh(template, root, "no_spec")
+    (broken / "target_spec.json").unlink()
+    code, line = client.error("init_iter0", group_dir=str(broken))
+    cli = subprocess.run([sys.executable, "scripts/init_iter0.py", "--group-dir", str(broken),
+                          "--no-daemon", "--quiet"], cwd=REPO, capture_output=True, text=True,
+                         check=False)
+    assert code == cli.returncode == 5 and cli.stderr.strip() == line
+    assert line.startswith("[init_iter0] error (exit 5): ") and "target_spec.json" in line
+    assert not (broken / "simple_refiner").exists()
 
 
 def _iterations_whole(refiner: Path) -> list[int]:
