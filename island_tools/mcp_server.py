@@ -50,6 +50,7 @@ import base64
 import contextlib
 import json
 import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -675,8 +676,27 @@ class IslandMCP:
             srv.add_tool(fn, name=fn.__name__, description=fn.__doc__, annotations=notes,
                          structured_output=False)
 
-    def run(self) -> None:
-        self.server.run("stdio")
+    def run(self) -> int:
+        """Serve until the client closes stdin (0), or SIGTERM/SIGINT (128 + the signal):
+        either way the calls in flight unwind as cancelled ones do before the process
+        ends, so a client that closes and then terminates the server (the SDK's stdio
+        client: 2 s grace, SIGTERM, 2 s, SIGKILL) still finds whole iterations."""
+        return int(anyio.run(self._serve))
+
+    async def _serve(self) -> int:
+        stopped: list[int] = []
+        async with anyio.create_task_group() as tg:
+            async def on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for signum in signals:
+                        stopped.append(int(signum))
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(on_signal)
+            await self.server.run_stdio_async()
+            tg.cancel_scope.cancel()
+        return 128 + stopped[0] if stopped else 0
 
 
 def _max_iter(value: int) -> int:
@@ -707,5 +727,4 @@ def serve(roots: Sequence[str | os.PathLike[str]], settings: Settings, job_runne
     import sys
     print(f"[{PROG}] {SERVER_NAME} serving over stdio; roots: "
           f"{', '.join(str(r) for r in app.confine.roots)}", file=sys.stderr, flush=True)
-    app.run()
-    return 0
+    return app.run()

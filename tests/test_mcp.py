@@ -36,15 +36,16 @@ TOOLS = {"list_groups", "group_status", "init_iter0", "write_decision", "iter_st
 
 
 @asynccontextmanager
-async def _session(root: Path) -> AsyncIterator[Any]:
+async def _session(root: Path, resolution: int = 64) -> AsyncIterator[Any]:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
         command=sys.executable,
         args=[str(REPO / "scripts" / "refine_scene.py"), "mcp", "--root", str(root),
-              "--blender-bin", "bpy", "--resolution", "64", "--samples", "1", "--no-daemon"],
+              "--blender-bin", "bpy", "--resolution", str(resolution), "--samples", "1",
+              "--no-daemon"],
         env={"ISLAND_REFINER_DAEMON": "0", "PYTHONUNBUFFERED": "1"}, cwd=str(REPO))
-    log = open(root.parent / "server.log", "w")  # noqa: SIM115 - closed below
+    log = open(root.parent / f"server-{resolution}.log", "w")  # noqa: SIM115 - closed below
     try:
         async with stdio_client(params, errlog=log) as (read, write):
             async with ClientSession(read, write) as session:
@@ -413,3 +414,32 @@ def test_server_refuses_to_start_without_a_valid_root(tmp_path: Path) -> None:
                           env={**os.environ, "ISLAND_REFINER_DAEMON": "0"})
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().startswith("[mcp] error (exit 2): ")
+
+
+def test_a_client_going_away_mid_step_leaves_whole_iterations(template: Path,
+                                                              tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    group = fresh(template, root, "g")
+
+    async def go() -> None:
+        async with _session(root, resolution=512) as session:
+            stepping = anyio.Event()
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                if message and message.startswith("[iter_step] iter_1: applying"):
+                    stepping.set()
+
+            async with anyio.create_task_group() as tg:
+                async def call() -> None:
+                    await session.call_tool("solve_group", {"group_dir": str(group)},
+                                            progress_callback=progress)
+                tg.start_soon(call)
+                with anyio.fail_after(60):
+                    await stepping.wait()
+                tg.cancel_scope.cancel()
+        # Leaving the session closed the server's stdin: it unwound and exited by itself.
+
+    anyio.run(go)
+    refiner = group / "simple_refiner"
+    assert _iterations_whole(refiner) == [0]
+    assert sorted(p.name for p in (refiner / "iter_1").iterdir()) == ["transforms.json"]
