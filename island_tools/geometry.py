@@ -33,6 +33,7 @@ from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
 from .meshcache import mesh_digest, remembered
 from .obstacles import Context as ObstacleContext
+from .obstacles import Obstacle
 from .obstacles import distances as obstacle_distances
 
 Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
@@ -249,6 +250,23 @@ def _angle_between_deg(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(math.atan2(abs(a[0] * b[1] - a[1] * b[0]), float(np.dot(a, b))))
 
 
+def _near_triangles(ob: Obstacle, lo: np.ndarray, hi: np.ndarray,
+                    margin: float = 1e-6) -> fcl.CollisionObject | None:
+    """The obstacle's triangles whose plan bounding box meets [lo, hi] (a member's footprint
+    box), as an fcl object; None if there are none. Exact for the 3-D test: the member lies
+    inside its footprint in plan, so no other triangle can touch it. A high-poly neighbour
+    (another group's 200k-triangle chair) then costs a BVH over the few triangles near the
+    member, not over the whole chair, at every iteration."""
+    tmin, tmax = ob.tris2.min(axis=1), ob.tris2.max(axis=1)
+    keep = np.all(tmax >= lo - margin, axis=1) & np.all(tmin <= hi + margin, axis=1)
+    if not keep.any():
+        return None
+    faces = ob.faces[keep]
+    used, inverse = np.unique(faces, return_inverse=True)
+    return fcl.CollisionObject(_bvh(ob.vertices[used], inverse.reshape(-1, 3)),
+                               fcl.Transform())
+
+
 def _wrap_deg(a: float) -> float:
     return (a + 180.0) % 360.0 - 180.0
 
@@ -407,7 +425,6 @@ class GeometryContext:
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
         self._context = ObstacleContext(context) if context else None
-        self._obstacle_bvhs: dict[tuple[str, tuple[float, float]], fcl.CollisionObject] = {}
         self._undetermined: set[str] = set()
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
@@ -761,16 +778,15 @@ class GeometryContext:
             nearest = min(found, key=found.__getitem__)
             m["obstacle_clearance_m"], m["nearest_obstacle"] = found[nearest], nearest
             obj = self._collision_object(placed[name])
+            lo, hi = placed[name].hull.min(axis=0), placed[name].hull.max(axis=0)
             for other, d in found.items():
                 if d >= -PENETRATION_MIN_DEPTH_M:
                     continue
-                key = (other, (round(floor, 6), round(top, 6)))
-                if key not in self._obstacle_bvhs:
-                    ob = by_name[other]
-                    self._obstacle_bvhs[key] = fcl.CollisionObject(_bvh(ob.vertices, ob.faces),
-                                                                   fcl.Transform())
+                near = _near_triangles(by_name[other], lo, hi)
+                if near is None:
+                    continue
                 request, result = fcl.CollisionRequest(), fcl.CollisionResult()
-                if fcl.collide(obj, self._obstacle_bvhs[key], request, result) > 0:
+                if fcl.collide(obj, near, request, result) > 0:
                     m["obstacle_penetrations"][other] = -d
         return [ob.name for ob in band]
 
