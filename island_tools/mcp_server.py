@@ -48,7 +48,6 @@ Blender binary) and calls :func:`serve`.
 """
 import base64
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -67,7 +66,7 @@ from .clirun import failure
 from .config import Settings, with_overrides
 from .errors import IslandError, TransformsError, UsageError
 from .iteration import REFINER_DIR, Group, RunJob, completed_iters, load_group
-from .jsonio import read_object
+from .jsonio import loads_strict, read_object
 from .loop_lines import geometry_summary, init_iter0_lines, iter_step_lines, write_lines
 
 JobRunner = Callable[[Settings], tuple[str, RunJob]]      # -> (backend description, run_job)
@@ -569,12 +568,17 @@ class IslandMCP:
                         type="image", data=base64.b64encode(_read_bytes(path)).decode("ascii"),
                         mime_type="image/png")]
                     names.append(str(path))
-                geometry_text = _read_bytes(d / "geometry.json").decode("utf-8")
+                geometry_text = _read_bytes(d / "geometry.json").decode("utf-8", "replace")
                 texts = [_text(f"geometry.json:\n{geometry_text}")]
                 if include_transforms:
-                    texts.append(_text("transforms.json:\n"
-                                       + _read_bytes(d / "transforms.json").decode("utf-8")))
-                geometry = json.loads(geometry_text)
+                    transforms = _read_bytes(d / "transforms.json").decode("utf-8", "replace")
+                    texts.append(_text(f"transforms.json:\n{transforms}"))
+                try:
+                    geometry = loads_strict(geometry_text)
+                except ValueError as exc:
+                    raise UsageError(f"geometry.json is not valid JSON ({exc})",
+                                     file=str(d / "geometry.json"),
+                                     fix=f"rerun iter_step for iter {n}") from None
                 line = f"[mcp] iter_{n} of {group.root}: {geometry_summary(geometry)}"
                 return ok_result([line], {"line": line, "iter": n, "iter_dir": str(d),
                                           "images": names,

@@ -273,6 +273,11 @@ def test_malformed_decisions_are_refused_with_the_clis_line(client: Client, temp
     assert code == cli.returncode == 5 and cli.stderr.strip() == line
     assert line.startswith("[init_iter0] error (exit 5): ") and "target_spec.json" in line
     assert not (broken / "simple_refiner").exists()
+    # A corrupt geometry.json is one line too, from the reading tools.
+    (group / "simple_refiner" / "iter_0" / "geometry.json").write_text("{")
+    for tool in ("get_iteration", "group_status"):
+        code, line = client.error(tool, group_dir=str(group))
+        assert code == 2 and "geometry.json" in line and "iter_step" in line, line
 
 
 def _iterations_whole(refiner: Path) -> list[int]:
