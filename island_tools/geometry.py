@@ -491,8 +491,10 @@ class GeometryContext:
         z = frames.transform_points(pose, data.bbox_corners)[:, 2]
         t, rot, scale = frames.decompose(pose)
         # fcl transforms are rigid, so the pose's scale is baked into the BVH; it only
-        # changes when the scale does (deltas are translations and yaws).
-        key = tuple(round(float(s), 9) for s in scale)
+        # changes when the scale does (deltas are translations and yaws). Keyed at 6
+        # significant digits (0.4 um on a 0.4 m chair): the same scaled chair in another
+        # group decomposes to a scale that differs in the 8th digit, and must share the BVH.
+        key = tuple(float(f"{float(s):.6g}") for s in scale)
         return _Placed(name=name, hull=hull, z_range=(float(z.min()), float(z.max())),
                        rotation=rot, translation=t, scale_key=key)
 

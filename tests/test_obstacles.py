@@ -166,3 +166,32 @@ def test_narrow_phase_on_near_triangles_agrees_with_the_whole_obstacle(seed: int
         assert got == want, (c, half)
         outcomes.add(want)
     assert outcomes == {True, False}   # both cases really exercised
+
+
+def test_member_bvh_is_shared_across_groups_whose_scale_differs_by_noise(monkeypatch) -> None:
+    """The same scaled chair in another group decomposes to a scale that differs in the 8th
+    digit (seen: 0.646551658 vs 0.646551669); its BVH must be built once per process, not
+    once per group (0.5-0.85 s each for a 200k-triangle chair). A real change of scale
+    builds a new one."""
+    from island_tools import geometry as geometry_module
+    from island_tools import meshcache
+
+    arr, target, axes, context, poses = _wall_case(0.2, start_in_gap=True)
+    built: list[int] = []
+    real = geometry_module._bvh
+
+    def counting(v, f):
+        built.append(len(f))
+        return real(v, f)
+
+    monkeypatch.setattr(geometry_module, "_bvh", counting)
+    monkeypatch.setattr(meshcache, "_REMEMBERED", {})
+    scaled = {}
+    for s in (0.646551658, 0.646551669, 0.646551669 * 1.01):
+        p = dict(poses)
+        p["chair_5"] = poses["chair_5"] @ np.diag([s, s, s, 1.0])
+        geo = GeometryContext(arr.meshes, arr.anchor, axes, context).compute(p, target, 0)
+        scaled[s] = geo["members"]["chair_5"]["obstacle_penetrations"]
+        assert scaled[s].get("wall_west", 0) > 0.0   # the narrow phase really ran
+    chair_builds = [n for n in built if n == len(arr.meshes["chair_5"][1])]
+    assert len(chair_builds) == 2, built   # noise shares one BVH; 1 % more scale builds one
