@@ -12,7 +12,9 @@ the case) -> ``frames.apply_member_delta`` -> ``GeometryContext.compute``, stopp
 Blender loop (``adapter.run_group``) does minus rendering: the poses that loop reads back from
 the saved .blend equal these to float32. ``--quick`` runs ``QUICK_CASES`` per pattern (the
 first ones of the full run). Cases run in ``os.cpu_count()`` processes (about 3 minutes on
-an idle 2-core machine, 20 s with ``--quick``).
+an idle 2-core machine, 20 s with ``--quick``). A subset, judged the same way:
+``python scripts/_bench_quality.py [--pattern P] [--case P:SEED] [--failed-from BENCH.json]
+[--json OUT]`` (``--failed-from``: the cases that failed in an earlier run's JSON).
 
 The judge (this file) is independent of the solver's target construction: it never calls
 ``island_tools.geometry``, ``island_tools.solver`` or ``island_tools.obstacles``. From the
@@ -376,11 +378,37 @@ def _fmt_spacing(values: list[tuple[float, str]]) -> Any:
     return f"CV {value:.4f}" if kind == "cv" else round(value, 4)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def select_jobs(quick: bool = False, patterns: list[str] | None = None,
+                cases: list[str] | None = None) -> list[tuple[str, int]]:
+    """The (pattern, seed) jobs of a run: every case (``quick``: the first ``QUICK_CASES``
+    per pattern), narrowed to ``patterns`` and/or ``cases`` (``"pattern:seed"`` or a bare
+    seed) when given. Filtering only chooses which cases run; each is judged the same."""
     from _quality_cases import BASE_SEED, PATTERNS
 
     jobs = [(p, BASE_SEED + 1000 * i + j) for i, p in enumerate(PATTERNS)
-            for j in range(QUICK_CASES if args.quick else CASES[p])]
+            for j in range(QUICK_CASES if quick else CASES[p])]
+    if patterns:
+        unknown = sorted(set(patterns) - set(PATTERNS))
+        if unknown:
+            raise SystemExit(f"bench quality: unknown pattern(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(PATTERNS)})")
+        jobs = [j for j in jobs if j[0] in patterns]
+    if cases:
+        wanted = set()
+        for c in cases:
+            pattern, _, seed = c.rpartition(":")
+            wanted.add((pattern or None, int(seed)))
+        jobs = [j for j in jobs if (j[0], j[1]) in wanted or (None, j[1]) in wanted]
+    return jobs
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from _quality_cases import BASE_SEED, PATTERNS
+
+    jobs = select_jobs(bool(getattr(args, "quick", False)), getattr(args, "pattern", None),
+                       getattr(args, "case", None))
+    if not jobs:
+        raise SystemExit("bench quality: no case matches the filter")
     t0 = time.perf_counter()
     workers = max(1, os.cpu_count() or 1)
     if workers == 1:
@@ -396,6 +424,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for p in PATTERNS:
         rs = [r for r in results if r["pattern"] == p]
+        if not rs:
+            continue
         facings = [r["facing_max_deg"] for r in rs if r["facing_max_deg"] is not None]
         rows.append([p, len(rs), sum(r["passed"] for r in rs),
                      statistics.median(r["iters"] for r in rs), max(r["iters"] for r in rs),
@@ -429,3 +459,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      + "; ".join(r["failures"][:3]))
     return {"columns": columns, "rows": rows, "notes": notes,
             "data": {"wall_seconds": round(wall, 2), "cases": results}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a subset of the section directly (the judge is the same):
+    ``python scripts/_bench_quality.py --pattern bed --case T:20265306 [--json OUT]``."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for p in (str(root), str(root / "scripts")):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    ap = argparse.ArgumentParser(description="quality bench on a subset of the cases")
+    ap.add_argument("--pattern", action="append", help="only this pattern (repeatable)")
+    ap.add_argument("--case", action="append",
+                    help="only this case: PATTERN:SEED or SEED (repeatable)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--failed-from", help="only the cases that failed in this bench JSON")
+    ap.add_argument("--json", help="write the section's result here")
+    args = ap.parse_args(argv)
+    if args.failed_from:
+        doc = json.loads(Path(args.failed_from).read_text())
+        section = doc.get("sections", {}).get("quality", doc)
+        args.case = (args.case or []) + [f"{r['pattern']}:{r['seed']}"
+                                         for r in section["data"]["cases"] if not r["passed"]]
+        if not args.case:
+            print("bench quality: no failed case in", args.failed_from)
+            return 0
+    result = run(args)
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in result["rows"]))
+              for i, c in enumerate(result["columns"])]
+    print("  ".join(str(c).ljust(w) for c, w in zip(result["columns"], widths)))
+    for row in result["rows"]:
+        print("  ".join(("-" if v is None else str(v)).ljust(w) for v, w in zip(row, widths)))
+    for note in result["notes"]:
+        print(f"  note: {note}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
