@@ -336,6 +336,34 @@ PARALLEL_COS = math.cos(math.radians(30.0))   # an anchor front this close to it
 SYMMETRIC_FACING_NOTE = "symmetric: facing does not apply"
 
 
+def front_is_lengthwise(layout: Mapping[str, Any] | None) -> bool:
+    """Does the layout declare the anchor's front axis to be its lengthwise axis? A layout
+    that packs the side edges' members against the anchor's back or front end (``align``
+    back / front: nightstands at a bed's headboard) says the anchor runs head to foot along
+    its front, whatever its footprint's box says (a king bed with a wide headboard can be
+    wider than it is long)."""
+    return bool(layout) and (layout or {}).get("align", "centre") != "centre"
+
+
+def parallel_facing_target(long_dir: np.ndarray, anchor_front: np.ndarray | None,
+                           forward: np.ndarray | None, lengthwise_front: bool = False
+                           ) -> np.ndarray:
+    """The target of ``parallel_to_anchor_long_axis``: resolved against the anchor's front
+    when that front lies within 30 degrees of the long axis (members face the way a bed
+    does), or of the other box axis when the layout makes the front lengthwise
+    (``front_is_lengthwise``); else whichever of +-long axis is closer to the member's
+    forward (+long axis for a symmetric member)."""
+    if anchor_front is not None:
+        axes = [long_dir]
+        if lengthwise_front:
+            axes.append(np.array([-long_dir[1], long_dir[0]]))
+        for axis in axes:
+            if abs(float(anchor_front @ axis)) >= PARALLEL_COS:
+                # resolved against the anchor's front: nightstands face the way the bed does
+                return axis if float(anchor_front @ axis) > 0.0 else -axis
+    return long_dir if forward is None or float(forward @ long_dir) >= 0.0 else -long_dir
+
+
 def front_status(entry: Mapping[str, Any]) -> str:
     status = entry.get("status")
     if status in ("front", "symmetric", "undetermined"):
@@ -626,7 +654,8 @@ class GeometryContext:
         members: dict[str, dict[str, Any]] = {}
         for name in self.member_ids:
             m = self._member(name, placed[name], pivots[name], yaws[name], anchor, edges,
-                             ring_mode, facing, target_clearance, front)
+                             ring_mode, facing, target_clearance, front,
+                             front_is_lengthwise(layout))
             self._relate(m, placed[name], placed[self.anchor_id], front, edges,
                          seats[name] - seats[self.anchor_id] if by_seat else None)
             members[name] = m
@@ -695,7 +724,8 @@ class GeometryContext:
     def _member(self, name: str, placed: _Placed, centre: np.ndarray, yaw: float,
                 anchor: _Anchor, edges: dict[str, dict[str, Any]], ring_mode: bool, facing: str,
                 target_clearance: float,
-                front: tuple[np.ndarray, str | None] | None = None) -> dict[str, Any]:
+                front: tuple[np.ndarray, str | None] | None = None,
+                lengthwise_front: bool = False) -> dict[str, Any]:
         rel = centre - anchor.centre
         angle = math.degrees(math.atan2(rel[1], rel[0]))
         if ring_mode:
@@ -713,7 +743,8 @@ class GeometryContext:
         if axis is not None:
             forward = _unit((placed.rotation @ np.array([axis[0], axis[1], 0.0]))[:2])
         target, error, note = self._facing(facing, forward, inward, anchor, axis is None,
-                                           None if front is None else front[0])
+                                           None if front is None else front[0],
+                                           lengthwise_front)
         if axis is None and name in self._undetermined and facing != "mixed":
             note = ("front undetermined: facing is not measured (forward_axes.json; declare "
                     "the front with a forward_axis override)")
@@ -733,7 +764,8 @@ class GeometryContext:
 
     @staticmethod
     def _facing(facing: str, forward: np.ndarray | None, inward: np.ndarray | None,
-                anchor: _Anchor, symmetric: bool, anchor_front: np.ndarray | None = None
+                anchor: _Anchor, symmetric: bool, anchor_front: np.ndarray | None = None,
+                lengthwise_front: bool = False
                 ) -> tuple[np.ndarray | None, float | None, str | None]:
         if facing == "mixed":
             return None, None, "mixed: see free_note"
@@ -743,11 +775,7 @@ class GeometryContext:
             target = None if inward is None else -inward
         elif facing == "parallel_to_anchor_long_axis":
             long_dir = np.array([1.0, 0.0] if anchor.long_axis == "x" else [0.0, 1.0])
-            if anchor_front is not None and abs(float(anchor_front @ long_dir)) >= PARALLEL_COS:
-                # resolved against the anchor's front: nightstands face the way the bed does
-                target = long_dir if anchor_front @ long_dir > 0.0 else -long_dir
-            else:
-                target = long_dir if forward is None or forward @ long_dir >= 0.0 else -long_dir
+            target = parallel_facing_target(long_dir, anchor_front, forward, lengthwise_front)
         else:
             return None, None, f"unknown facing '{facing}'"
         if symmetric:

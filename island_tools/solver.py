@@ -19,9 +19,13 @@ Rect anchors (``geometry.json::anchor.shape == "rect"``), edges ``+x -x +y -y``:
   even-spacing measure does not apply to a centre line).
 * Every candidate edge configuration (which edge of a row, which short edge of a 2+2+1,
   which corner and split of an L, which long edge of a T) is scored by an optimal
-  member-to-slot assignment (Hungarian algorithm, numpy; squared distance from a member's
-  footprint centre to the slot) and the cheapest wins, so members on the wrong edge
-  (bunched, pattern mismatch) are reassigned.
+  member-to-slot assignment (Hungarian algorithm, numpy; the squared travel from a member's
+  footprint centre to the slot: the straight distance, or the shortest way round the
+  anchor when the straight line runs through it) and the cheapest wins, so members on the
+  wrong edge (bunched, pattern mismatch) are reassigned. A configuration asking an edge to
+  hold more than fits it by the slot rule below (another edge occupied too: S > L; the
+  only occupied edge: the end slots' centres past the edge's ends) costs
+  ``OVERFULL_EDGE_COST_PER_M`` per metre over, so a fitting configuration always wins.
 * ``cluster``: no geometric locus to aim at: every member keeps the edge it is on and gets
   the spacing, facing and clearance rules there. ``free``: counts read from ``free_note``
   when it names canonical edges (``"2 chairs on -y, 1 at the +x end"`` and the counts add
@@ -30,8 +34,8 @@ Rect anchors (``geometry.json::anchor.shape == "rect"``), edges ``+x -x +y -y``:
 * Along an edge with k members: geometry's slots, t_i = -S/2 + S (i + 0.5) / k with
   S = max(L, k (w_max + 0.10)), w_max measured at the members' target yaws. Limitation: an
   edge asked to hold more members than fit (S well above L, e.g. six chairs in a row on a
-  1.9 m table side) puts its end slots past the edge's ends, and geometry.json's
-  nearest-edge rule then counts those members on the neighbouring edge.
+  1.9 m table side, when no edge holds them) puts its end slots past the edge's ends, and
+  geometry.json's nearest-edge rule then counts those members on the neighbouring edge.
 
 Round anchors (``ring``, or an anchor geometry.json calls round, whatever the pattern):
 k evenly spaced angles; phase = circular mean of the members' offsets from even spacing
@@ -44,8 +48,12 @@ are what geometry.json measures there.
 
 Facing: ``toward_anchor`` = inward normal of the target edge (ring: toward the anchor
 centre from the target position); ``away_from_anchor`` its reverse;
-``parallel_to_anchor_long_axis`` = whichever of +-long axis is closer to the member's
-forward; ``mixed``: per-member directions read from ``free_note`` (``parse_mixed_facing``),
+``parallel_to_anchor_long_axis`` = the anchor's front when it lies along the long axis, or
+along either box axis when the layout packs the side edges toward the anchor's back or
+front (``align``: a bed wider than it is long still runs head to foot along its front),
+else whichever of +-long axis is closer to the member's forward
+(``geometry.parallel_facing_target``, what geometry.json measures with); ``mixed``:
+per-member directions read from ``free_note`` (``parse_mixed_facing``),
 members it does not mention keep their yaw. Symmetric members keep their yaw. Each member
 gets its own yaw delta (never one delta for all).
 
@@ -59,9 +67,14 @@ Moves
 Yaw is applied at once (uncapped). Translations follow a path of footprint centres that
 keeps the footprint off the anchor: the configuration-space obstacle (anchor hull minus the
 member's footprint at its target yaw, inflated by ``TRANSIT_MARGIN_M``) is convex, so the
-path is the straight segment when it misses the obstacle, else the shorter way round its
-boundary; a member inside it first leaves along the nearest side ("move out before sliding
-along the edge"), and a target inside the margin is approached last along its normal.
+path is the straight segment when it misses the obstacle, else the quickest way round its
+boundary under the per-axis cap: the shortest in the max-norm over the obstacle's
+visibility graph (Euclidean length breaks ties), since every capped iteration covers at
+least one cap of max-norm length, so moving both axes together (round the far side of a
+desk) can beat the Euclidean-shortest way (down the near side, then along the front); a
+point resting on the obstacle's boundary follows it; a member inside it first leaves
+along the nearest side ("move out before sliding along the edge"), and a target inside
+the margin is approached last along its normal.
 Each iteration a member advances along its path as far as the phase's per-axis cap allows.
 Endpoints are then checked pairwise: a move that would make two footprints overlap more
 than they do now (or a member overlap the anchor more) backs off along its path, the lower
@@ -69,8 +82,10 @@ priority member first, down to not moving at all. Phases:
 
 * pattern (1-3): every member that needs a move moves. If fewer than 3 need one (the
   policy's minimum), iteration 1 and any iteration whose leftovers exceed the member-phase
-  caps are padded with ``VERIFY_NUDGE_M`` outward verification moves of members at their
-  targets (the contract's "verification deltas", undone in a later iteration); otherwise
+  caps are padded with ``VERIFY_NUDGE_M`` verification moves of still members (the
+  contract's "verification deltas", undone in a later iteration): outward, or, for a
+  member wedged between others, the first of 16 directions (nearest outward first) that
+  overlaps nothing more than now; otherwise
   the iteration stays empty and the leftovers wait for the member phase.
 * member (4-10): the worst 1-3 (priority: penetrating, then on the wrong edge, then
   distance + yaw); micro (11+): the worst 1.
@@ -98,10 +113,11 @@ from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 from .errors import GroupInputError
 from .geometry import (
     EDGE_ORDER,
-    PARALLEL_COS,
     SLOT_GAP_M,
     convex_hull_2d,
     convex_signed_distance,
+    front_is_lengthwise,
+    parallel_facing_target,
 )
 from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
 from .jsonio import read_object
@@ -120,6 +136,7 @@ LOOSE_EXTRA_M = 0.02
 BACKOFF_STEPS = 16
 OBSTACLE_TOL_M = 0.005      # deeper into the fixed context than this is "inside" it
 BLOCKED_SLOT_COST_PER_M = 1.0e4  # m^2 per metre inside: a blocked slot loses to any free one
+OVERFULL_EDGE_COST_PER_M = 1.0e3  # m^2 per metre of overfull edge: a fitting choice wins
 PATTERN_COUNTS = {"2+2+1": 5, "2+2+1+1": 6}
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
@@ -218,22 +235,53 @@ def _crosses(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _around(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
-    """Shortest path a -> b outside a convex polygon (both points outside it).
+    """The quickest path a -> b outside a convex polygon (both points outside it or on
+    its boundary), under the magnitude policy's per-axis cap.
 
-    If the segment crosses the polygon, a and b are vertices of hull(polygon + {a, b}) and
-    the shortest path is the shorter of the hull's two chains between them.
+    Each iteration a member may move up to the cap along each axis at once, so the time a
+    path takes is bounded by its length in the max-norm (every capped iteration uses up at
+    least one cap of it), not by its Euclidean length: going round a sofa's corner, the
+    Euclidean-shortest path (hugging the side, then sliding along the front) can need
+    several iterations more than one whose legs move both axes together. The path is
+    the max-norm-shortest one (Euclidean length breaks ties) over the polygon's visibility
+    graph - a, b and the polygon's vertices; a leg between two points is allowed when it
+    does not enter the polygon's interior, so a point resting on the boundary follows it
+    rather than cutting through.
     """
     if not _crosses(poly, a, b):
         return [a, b]
-    hull = convex_hull_2d(np.vstack([poly, a, b]))
-    ia = np.flatnonzero(np.linalg.norm(hull - a, axis=1) < 1e-9)
-    ib = np.flatnonzero(np.linalg.norm(hull - b, axis=1) < 1e-9)
-    if not len(ia) or not len(ib):  # grazing contact: the straight segment is fine
+    k = len(poly)
+    nodes = np.vstack([a, b, poly])
+    size = k + 2
+    weight = np.full((size, size), np.inf)
+
+    def leg(i: int, j: int) -> None:
+        d = nodes[j] - nodes[i]
+        weight[i, j] = weight[j, i] = float(np.abs(d).max()) + 1e-3 * float(np.linalg.norm(d))
+
+    for i in range(k):
+        leg(2 + i, 2 + (i + 1) % k)
+        for end in (0, 1):
+            if not _crosses(poly, nodes[end], poly[i]):
+                leg(end, 2 + i)
+    dist = np.full(size, np.inf)
+    dist[0] = 0.0
+    prev = np.full(size, -1)
+    done = np.zeros(size, dtype=bool)
+    for _ in range(size):
+        u = int(np.argmin(np.where(done, np.inf, dist)))
+        if not np.isfinite(dist[u]) or u == 1:
+            break
+        done[u] = True
+        better = dist[u] + weight[u] < dist
+        dist[better] = dist[u] + weight[u][better]
+        prev[better] = u
+    if not np.isfinite(dist[1]):  # pragma: no cover - a convex polygon never blocks both
         return [a, b]
-    k = len(hull)
-    ccw = [hull[(ia[0] + i) % k] for i in range((ib[0] - ia[0]) % k + 1)]
-    cw = [hull[(ia[0] - i) % k] for i in range((ia[0] - ib[0]) % k + 1)]
-    return min((ccw, cw), key=_length)
+    route = [1]
+    while route[-1] != 0:
+        route.append(int(prev[route[-1]]))
+    return [nodes[i].copy() for i in reversed(route)]
 
 
 def _length(path: list[np.ndarray]) -> float:
@@ -439,6 +487,7 @@ class Solver:
         self.layout = layout_of(self.spec)
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
+        self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -517,12 +566,9 @@ class Solver:
             want = inward
         elif mode == "away_from_anchor":
             want = -inward
-        elif anchor.front is not None and abs(float(anchor.front @ anchor.long_dir)) \
-                >= PARALLEL_COS:
-            # resolved against the anchor's front, as geometry.json measures it
-            want = anchor.long_dir if anchor.front @ anchor.long_dir > 0 else -anchor.long_dir
-        else:
-            want = anchor.long_dir if m.forward @ anchor.long_dir >= 0 else -anchor.long_dir
+        else:   # parallel: resolved against the anchor's front, as geometry.json measures it
+            want = parallel_facing_target(anchor.long_dir, anchor.front, m.forward,
+                                          front_is_lengthwise(self.layout))
         return _signed_angle_deg(m.forward, want)
 
     def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor) -> tuple[float, np.ndarray]:
@@ -614,16 +660,43 @@ class Solver:
 
     def _slot_cost(self, m: _Member, edge: _Edge, t: float, depth_before: float,
                    anchor: _Anchor) -> float:
-        """Squared distance to a slot, plus a prohibitive cost for a slot inside the fixed
+        """Squared travel to a slot (round the anchor when the straight line crosses it:
+        ``_travel_m``), plus a prohibitive cost for a slot inside the fixed
         context (a wall, another group), growing with the depth: configurations that avoid
         it win, and where none can, the one that goes least deep."""
         point = self._approx_slot(m, edge, t, depth_before, anchor)
-        cost = float(np.sum((m.pivot - point) ** 2))
+        cost = self._travel_m(m, edge, anchor, point) ** 2
         if self._band:
             depth = self._obstacle_depth(self._edge_hull(m, edge, anchor)[1] + point)
             if depth > OBSTACLE_TOL_M:   # when every configuration is blocked: the least deep
                 cost += BLOCKED_SLOT_COST_PER_M * depth
         return cost
+
+    def _travel_m(self, m: _Member, edge: _Edge, anchor: _Anchor, point: np.ndarray) -> float:
+        """How far the member travels to ``point``: the straight distance, or, when that
+        line runs through the anchor, the length of the shortest way round it (the
+        anchor's configuration-space obstacle for the member's footprint at the edge's
+        target yaw). A member far behind the anchor is then matched to the slot it can
+        reach, not the one nearest as the crow flies through the table."""
+        key = (m.name, edge.name)
+        obstacle = self._travel_obstacles.get(key)
+        if obstacle is None:
+            hull = self._edge_hull(m, edge, anchor)[1]
+            obstacle = convex_hull_2d((anchor.hull[:, None, :] - hull[None, :, :])
+                                      .reshape(-1, 2))
+            self._travel_obstacles[key] = obstacle
+        a, b = m.pivot, point
+        if len(obstacle) < 3 or _inside(obstacle, a) or not _crosses(obstacle, a, b):
+            return float(np.linalg.norm(b - a))
+        hull = convex_hull_2d(np.vstack([obstacle, a, b]))
+        ia = np.flatnonzero(np.linalg.norm(hull - a, axis=1) < 1e-9)
+        ib = np.flatnonzero(np.linalg.norm(hull - b, axis=1) < 1e-9)
+        if not len(ia) or not len(ib):   # on the obstacle's boundary: near enough straight
+            return float(np.linalg.norm(b - a))
+        k = len(hull)
+        ccw = [hull[(ia[0] + i) % k] for i in range((ib[0] - ia[0]) % k + 1)]
+        cw = [hull[(ia[0] - i) % k] for i in range((ia[0] - ib[0]) % k + 1)]
+        return min(_length(ccw), _length(cw))
 
     def _approx_slot(self, m: _Member, edge: _Edge, t: float, depth_before: float,
                      anchor: _Anchor) -> np.ndarray:
@@ -631,6 +704,25 @@ class Solver:
         _, hull = self._edge_hull(m, edge, anchor)
         r = edge.half + self.clearance_m + depth_before + float(np.max(hull @ -edge.normal))
         return anchor.centre + edge.tangent * t + edge.normal * r
+
+    def _overfull_m(self, layout: dict[str, list[_Member]], anchor: _Anchor) -> float:
+        """How far the edges of a configuration are asked to hold more than fits them, by
+        the documented slot rule at the members' target yaws (S = k (w_max + 0.10)): on an
+        edge shared with others the whole span must fit the edge (S <= L), or neighbours
+        collide at the corner; on the only occupied edge the end slots' centres must stay
+        on it (S (k - 1) / k <= L), or those members sit past the corner, facing the edge
+        across empty space instead of the anchor. 0 when everything fits."""
+        over = 0.0
+        for e, ms in layout.items():
+            edge = anchor.edges[e]
+            q = len(ms)
+            w = max(float(np.ptp(self._edge_hull(m, edge, anchor)[1] @ edge.tangent))
+                    for m in ms)
+            need = q * (w + SLOT_GAP_M)
+            if len(layout) == 1:
+                need *= (q - 1) / q
+            over += max(0.0, need - edge.length)
+        return over
 
     def _assign_edges(self, members: dict[str, _Member], anchor: _Anchor,
                       configs: list[dict[str, int]], column: bool
@@ -654,11 +746,14 @@ class Solver:
             cost = np.array([[self._slot_cost(members[n], anchor.edges[e], t, before, anchor)
                               for e, _, t, before in slots] for n in names])
             pick = min_cost_assignment(cost)
+            layout: dict[str, list[tuple[int, _Member]]] = {}
+            for i, j in enumerate(pick):
+                layout.setdefault(slots[j][0], []).append((slots[j][1], members[names[i]]))
             total = float(sum(cost[i, j] for i, j in enumerate(pick)))
+            if not column:
+                total += OVERFULL_EDGE_COST_PER_M * self._overfull_m(
+                    {e: [m for _, m in v] for e, v in layout.items()}, anchor)
             if best is None or total < best[0] - 1e-12:
-                layout: dict[str, list[tuple[int, _Member]]] = {}
-                for i, j in enumerate(pick):
-                    layout.setdefault(slots[j][0], []).append((slots[j][1], members[names[i]]))
                 best = (total, {e: [m for _, m in sorted(v, key=lambda x: x[0])]
                                 for e, v in layout.items()})
         assert best is not None
@@ -696,6 +791,7 @@ class Solver:
 
     def _targets(self, members: dict[str, _Member], anchor: _Anchor) -> dict[str, _Target]:
         """The target pose of every member (see the module docstring)."""
+        self._travel_obstacles = {}
         if anchor.round:
             return self._ring_targets(members, anchor)
         configs, column = self._edge_configs(members, anchor)
@@ -825,12 +921,24 @@ class Solver:
                 outward = outward / max(float(np.linalg.norm(outward)), 1e-12)
             else:
                 outward = anchor.edges[m.edge].normal
-            hull = hulls[n] + outward * VERIFY_NUDGE_M
-            if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0) - _EPS
-                   for o in hulls if o != n):
-                continue
-            out[n] = _Move(m.pivot + outward * VERIFY_NUDGE_M, 0.0, hull)
-            hulls[n] = hull
+            # outward first; a member wedged between others (its outward nudge would go
+            # deeper into a neighbour) takes the first other direction that overlaps
+            # nothing more than now, closest to outward first
+            directions = [outward, *sorted(_DISC, key=lambda d: -float(d @ outward))]
+            anchor_now = min(_distance(hulls[n], anchor.hull), 0.0)
+            depth_now = self._obstacle_depth(hulls[n]) if self._band else 0.0
+            for direction in directions:
+                hull = hulls[n] + direction * VERIFY_NUDGE_M
+                if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0)
+                       - _EPS for o in hulls if o != n):
+                    continue
+                if _distance(hull, anchor.hull) < anchor_now - _EPS:
+                    continue
+                if self._band and self._obstacle_depth(hull) > depth_now + _EPS:
+                    continue
+                out[n] = _Move(m.pivot + direction * VERIFY_NUDGE_M, 0.0, hull)
+                hulls[n] = hull
+                break
         return out
 
     def _select(self, needed: list[_Plan], members: dict[str, _Member], anchor: _Anchor,

@@ -16,6 +16,8 @@ from island_tools.geometry import (
     compute_geometry,
     convex_hull_2d,
     convex_signed_distance,
+    front_is_lengthwise,
+    parallel_facing_target,
 )
 
 Mesh = tuple[np.ndarray, np.ndarray]
@@ -383,3 +385,20 @@ def test_degenerate_input_names_the_object() -> None:
     with pytest.raises(GeometryError, match="pose of 'a'"):
         compute_geometry(meshes, dict(poses, a=np.full((4, 4), np.nan)), "table", target,
                          axes, 0)
+
+
+def test_parallel_facing_follows_a_lengthwise_front_across_the_box_long_axis() -> None:
+    """A bed wider than it is long (bed_BedFactory_s4: 2.22 m head to foot, 2.36 m across)
+    has its box's long axis across its front; nightstands packed at its headboard
+    (``align: back``) still face the bed's front, so geometry measures them against it."""
+    long_y, front_x = np.array([0.0, 1.0]), np.array([1.0, 0.0])
+    assert not front_is_lengthwise({"sides": 1, "align": "centre"})
+    assert front_is_lengthwise({"sides": 1, "align": "back"})
+    # front along the long axis: resolved against it either way
+    np.testing.assert_allclose(parallel_facing_target(long_y, -long_y, long_y), -long_y)
+    # front across it: the box axis (closer to the member's forward) unless lengthwise
+    np.testing.assert_allclose(parallel_facing_target(long_y, front_x, -long_y), -long_y)
+    np.testing.assert_allclose(parallel_facing_target(long_y, front_x, -long_y, True), front_x)
+    np.testing.assert_allclose(parallel_facing_target(long_y, -front_x, None, True), -front_x)
+    # no front known: the box axis nearer the member's forward
+    np.testing.assert_allclose(parallel_facing_target(long_y, None, -long_y, True), -long_y)
