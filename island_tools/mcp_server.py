@@ -126,6 +126,8 @@ class Confinement:
             given = self.roots[0] / given
         try:
             resolved = given.resolve()
+            if resolved.is_symlink():   # Python 3.13 returns a loop unresolved, 3.11 raises
+                raise RuntimeError("symlink loop")
         except (OSError, RuntimeError) as exc:   # a symlink loop
             raise UsageError(f"cannot be resolved ({type(exc).__name__})", file=raw,
                              field=what, fix=self._fix()) from None
