@@ -73,6 +73,8 @@ JobRunner = Callable[[Settings], tuple[str, RunJob]]      # -> (backend descript
 JobSlotsFactory = Callable[[Settings], Callable[[int], RunJob] | None]
 
 SERVER_NAME = "island-refiner"
+CLIENT_MAX_RESOLUTION = 2048   # px per view a client may ask for (see _settings)
+CLIENT_MAX_SAMPLES = 1024
 PROG = "mcp"
 MAX_ITER_LIMIT = 200
 INSTRUCTIONS = (
@@ -334,6 +336,17 @@ class IslandMCP:
     # ---------------------------------------------------------------- plumbing
     def _settings(self, engine: str | None, resolution: int | None, samples: int | None
                   ) -> Settings:
+        """The server's settings with a call's overrides, validated like the CLI flags and
+        capped: a client may ask for up to ``CLIENT_MAX_RESOLUTION`` px and
+        ``CLIENT_MAX_SAMPLES`` samples (or what the server was started with, if more), so
+        a call cannot occupy the machine with an 8192 px Cycles render."""
+        caps = {"resolution": max(CLIENT_MAX_RESOLUTION, self.settings.resolution),
+                "samples": max(CLIENT_MAX_SAMPLES, self.settings.samples or 0)}
+        for field, value in (("resolution", resolution), ("samples", samples)):
+            if isinstance(value, int) and not isinstance(value, bool) and value > caps[field]:
+                raise UsageError(f"at most {caps[field]} over MCP, got {value}", field=field,
+                                 fix="ask for less, or start the server with a "
+                                     "DIRECTORYS.yaml that sets more")
         return with_overrides(self.settings, engine=engine, resolution=resolution,
                               samples=samples)
 

@@ -222,6 +222,13 @@ def test_hostile_paths_are_refused(client: Client, template: Path, root: Path,
 def test_malformed_decisions_are_refused_with_the_clis_line(client: Client, template: Path,
                                                             root: Path) -> None:
     group = fresh(template, root, "decisions")
+    # A call may not occupy the machine: render sizes above the server's cap are refused
+    # before anything is written.
+    code, line = client.error("init_iter0", group_dir=str(group), resolution=8192)
+    assert code == 2 and "'resolution'" in line and "at most 2048 over MCP" in line, line
+    code, line = client.error("init_iter0", group_dir=str(group), samples=65536)
+    assert code == 2 and "at most 1024 over MCP" in line, line
+    assert not (group / "simple_refiner").exists()
     client.ok("init_iter0", group_dir=str(group))
     nudge = {"delta_xyz": [0.1, 0.0, 0.0], "delta_yaw_deg": 0.0}
     three = {f"chair_{i}": nudge for i in (1, 2, 3)}
