@@ -55,11 +55,18 @@ def _idle_group(context) -> bool:
 
 
 def tag_redraw() -> None:
-    """Redraw every area (the sidebar shows progress and results without a mouse move)."""
+    """Redraw the 3D views' sidebars (progress and results show without a mouse move) and
+    the Image Editors; not the viewports themselves, whose redraw (software GL under Xvfb
+    most of all) would hold up the window's events - Esc among them - for nothing."""
     wm = getattr(bpy.context, "window_manager", None)
     for window in (wm.windows if wm is not None else ()):
         for area in window.screen.areas:
-            area.tag_redraw()
+            if area.type == "VIEW_3D":
+                for region in area.regions:
+                    if region.type == "UI":
+                        region.tag_redraw()
+            elif area.type == "IMAGE_EDITOR":
+                area.tag_redraw()
 
 
 _EXIT = re.compile(r"\s*\(exit \d+\)")

@@ -74,8 +74,12 @@ def group_dir(gid: str) -> str:
     return os.path.join(ARGS["scene_dir"], "relation_groups", gid)
 
 
+T_INVOKE = [0.0]
+
+
 def invoke(name: str, **props):
     """Press a button: the operator in the sidebar's context, as the panel invokes it."""
+    T_INVOKE[0] = time.perf_counter()
     with ctx("UI"):
         return getattr(bpy.ops.island, name)("INVOKE_DEFAULT", **props)
 
@@ -314,6 +318,18 @@ def sequence():
         original(self, context)
 
     panel.ISLAND_PT_main.draw = counted
+    from island_refiner import ops as addon_ops
+
+    stop = addon_ops._LongOperator._stop
+
+    def recorded_stop(self, context):
+        """When Esc reached the operator, and whether its child had ended by then."""
+        LOG.setdefault("esc_seen", []).append(
+            {"t": round(time.perf_counter() - T_INVOKE[0], 3), "child": self._proc.name,
+             "child_exit": self._proc.popen.poll(), "queued": len(self._queue)})
+        return stop(self, context)
+
+    addon_ops._LongOperator._stop = recorded_stop
     yield from open_island_tab()
     LOG["checks"]["sidebar_width_px"] = region("UI").width
     artist_scene = win().scene.name
@@ -356,15 +372,22 @@ def sequence():
     LOG["checks"]["scene_after_init"] = win().scene.name
     shot("addon_4_iter0")
 
-    # Esc right after the solver step started (a real key press into the window)
+    # Esc while the solver step's iter_step child applies, saves and renders (a real key
+    # press into the window, once the panel shows that progress line)
     t0 = time.perf_counter()
     invoke("solver_step")
-    yield 0.3
+    while st().running and "applying" not in st().progress_line \
+            and time.perf_counter() - t0 < 60:
+        yield 0.05
     rest_mouse()
+    LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
+    LOG.setdefault("esc_line", []).append(st().progress_line)
+    t_key = time.perf_counter()
     xdotool("key", "Escape")
     while st().running:
         yield 0.05
     LOG["timings_s"]["solver step stopped by Esc"] = round(time.perf_counter() - t0, 3)
+    LOG["timings_s"]["Esc key to message (solver step)"] = round(time.perf_counter() - t_key, 3)
     LOG["checks"]["after_esc"] = refiner_listing("dining")
     yield 0.5
     LOG["messages"]["esc"] = [st().last_level, st().last_message]
@@ -380,6 +403,29 @@ def sequence():
     LOG["checks"]["island_after_steps"] = matrices("Island dining")
     LOG["checks"]["loaded_iter"] = sorted({o.get("island_iter") for o in island.objects
                                            if "island_member" in o})
+    # Esc during Render (modal like the steps): stopped before the renders were swapped in,
+    # or said to be too late; the disk is read right after
+    t0 = time.perf_counter()
+    invoke("render")
+    while st().running and "rendering" not in st().progress_line \
+            and time.perf_counter() - t0 < 60:
+        yield 0.05
+    rest_mouse()
+    LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
+    LOG.setdefault("esc_line", []).append(st().progress_line)
+    t_key = time.perf_counter()
+    xdotool("key", "Escape")
+    while st().running:
+        yield 0.05
+    LOG["timings_s"]["render stopped by Esc"] = round(time.perf_counter() - t0, 3)
+    LOG["timings_s"]["Esc key to message (render)"] = round(time.perf_counter() - t_key, 3)
+    renders = os.path.join(group_dir("dining"), "renders")
+    LOG["checks"]["after_render_esc"] = {
+        "renders": sorted(os.listdir(renders)) if os.path.isdir(renders) else None,
+        "iter_2": sorted(os.listdir(os.path.join(renders, "iter_2")))
+        if os.path.isdir(os.path.join(renders, "iter_2")) else None}
+    yield 0.3
+    LOG["messages"]["render esc"] = [st().last_level, st().last_message]
     yield from run_modal("render", "render")
     images = [i for i in bpy.data.images if i.name.startswith("Island dining")]
     LOG["checks"]["images"] = {i.name: [bpy.path.abspath(i.filepath), i.get("island_label"),

@@ -166,6 +166,11 @@ def test_esc_tells_the_truth_and_leaves_no_half_state(session: dict) -> None:
     refiner = scene / "relation_groups/dining/simple_refiner"
     assert not list(refiner.glob(".*")) and not list((scene / "relation_groups/dining").glob(
         ".staging*"))
+    # Esc was pressed while iter_step ran (its progress line in the panel) and reached the
+    # operator while that child was still at work
+    assert "applying" in log["esc_line"][0], log["esc_line"]
+    seen = log["esc_seen"][0]
+    assert seen["child"] == "iter_step.py" and seen["child_exit"] is None, log["esc_seen"]
     # what the disk held right after Esc agrees with what the panel said
     after = log["checks"]["after_esc"]
     assert not [e for e in after["entries"] + after["group"] if e.startswith(".")], after
@@ -176,6 +181,18 @@ def test_esc_tells_the_truth_and_leaves_no_half_state(session: dict) -> None:
         assert text.startswith("Esc came too late") and "dining iter_1" in text
         assert "current_state.json" in after["iter_1"], after
     assert log["timings_s"]["solver step stopped by Esc"] < 10
+
+
+def test_esc_stops_a_render_too(session: dict) -> None:
+    level, text = session["log"]["messages"]["render esc"]
+    after = session["log"]["checks"]["after_render_esc"]
+    assert not [e for e in after["renders"] or [] if e.startswith(".")], after  # no staging
+    if text.startswith("Stopped"):
+        assert level == "WARNING" and "dining iter_2 render was not written" in text, text
+        assert after["iter_2"] is None, after
+    else:
+        assert text.startswith("Esc came too late"), text
+        assert {"render.json", "render_bev.png", "render_persp.png"} <= set(after["iter_2"])
 
 
 def test_render_shows_in_the_panel_and_geometry_fills_the_table(session: dict) -> None:
