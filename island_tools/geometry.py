@@ -480,7 +480,7 @@ class GeometryContext:
         if f.min() < 0 or f.max() >= len(v):
             raise GeometryError(f"object '{name}' has face indices out of range")
         faces32 = np.ascontiguousarray(f, dtype=np.int32)
-        key = mesh_digest(v, faces32)
+        key = mesh_digest(v, f)   # the same key as faces32's; f may be a shared read-only array
 
         def build() -> _MeshData:
             hull = convex_hull_2d(v[:, :2])

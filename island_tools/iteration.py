@@ -181,7 +181,7 @@ def _poses_from_job(result: dict[str, Any], members: tuple[str, ...]) -> dict[st
 def load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
     path = group.root / MESH_CACHE
     try:
-        meshes, props = meshcache.load(path)
+        meshes, props = meshcache.load_shared(path)
     except (ValueError, FileNotFoundError) as exc:
         raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
                               fix="delete it and rerun init_iter0.py") from exc

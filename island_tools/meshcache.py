@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import weakref
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -78,7 +79,29 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
     return meshes, props
 
 
+_DIGESTS: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+
+
 def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
+    """``_mesh_digest``; for read-only arrays (``load_shared``'s) computed once per array
+    pair while they live (hashing a 200k-triangle unit costs milliseconds, per member per
+    iteration)."""
+    if (isinstance(vertices, np.ndarray) and isinstance(faces, np.ndarray)
+            and not vertices.flags.writeable and not faces.flags.writeable
+            and vertices.base is None and faces.base is None):   # immutable, not views
+        key = (id(vertices), id(faces))
+        hit = _DIGESTS.get(key)
+        if hit is not None and hit[0]() is vertices and hit[1]() is faces:
+            return str(hit[2])
+        digest = _mesh_digest(vertices, faces)
+        if len(_DIGESTS) > 4096:
+            _DIGESTS.clear()
+        _DIGESTS[key] = (weakref.ref(vertices), weakref.ref(faces), digest)
+        return digest
+    return _mesh_digest(vertices, faces)
+
+
+def _mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
     """A content key for a mesh: identical meshes - the six chairs of one asset, the same unit
     exported again by a later stage or iteration - share what is derived from them
     (``remembered``).
@@ -93,6 +116,31 @@ def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
     digest.update(f.tobytes())
     digest.update(repr((v.shape, f.shape)).encode())
     return digest.hexdigest()
+
+
+_SHARED: dict[tuple[str, int, int, int, int], tuple[Meshes, dict[str, dict]]] = {}
+SHARED_FILES = 8
+
+
+def load_shared(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
+    """``load``, once per file version in this process: a scene run or a step host reads a
+    group's ``meshes.npz`` (tens of MB for high-poly units) at every iteration, although it
+    only changes when iter_0 is rebuilt. Keyed by path, device, inode, size and mtime; the
+    arrays are read-only (shared by every caller), ``props`` is the caller's own copy. The
+    last ``SHARED_FILES`` files are kept."""
+    st = os.stat(path)
+    key = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _SHARED.get(key)
+    if hit is None:
+        meshes, props = load(path)
+        for verts, faces in meshes.values():
+            verts.setflags(write=False)
+            faces.setflags(write=False)
+        hit = (meshes, props)
+        while len(_SHARED) >= SHARED_FILES:
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = hit
+    return dict(hit[0]), json.loads(json.dumps(hit[1]))
 
 
 _REMEMBERED: dict[tuple[str, str], Any] = {}

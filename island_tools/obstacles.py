@@ -84,7 +84,7 @@ def load(path: str | os.PathLike[str]) -> Meshes | None:
     Raises ValueError for a malformed file."""
     if not Path(path).is_file():
         return None
-    meshes, _ = meshcache.load(path)
+    meshes, _ = meshcache.load_shared(path)
     return meshes
 
 

@@ -68,3 +68,25 @@ def test_render_proxy_clustered_once_per_distinct_mesh(monkeypatch) -> None:
     small_v, small_f = _mesh(n=50, seed=2)
     sv, sf = units.render_arrays(small_v, small_f, max_triangles=500)   # drawn as is
     assert np.array_equal(sv, small_v) and np.array_equal(sf, small_f)
+
+
+def test_load_shared_reads_a_file_version_once_and_shares_it_read_only(tmp_path) -> None:
+    path = tmp_path / "meshes.npz"
+    v, f = _mesh(seed=21)
+    meshcache.save(path, {"chair": (v, f)}, {"chair": {"forward_axis": "-Y"}})
+    a, props_a = meshcache.load_shared(path)
+    b, props_b = meshcache.load_shared(path)
+    assert a["chair"][0] is b["chair"][0]                     # read once
+    assert np.array_equal(a["chair"][0], v) and np.array_equal(a["chair"][1], f)
+    with pytest.raises(ValueError):                           # shared, so nobody may edit it
+        a["chair"][0][0, 0] = 1.0
+    props_a["chair"]["forward_axis"] = "+X"                   # the caller's own copy
+    assert props_b == {"chair": {"forward_axis": "-Y"}}
+    digest = meshcache.mesh_digest(*a["chair"])
+    assert meshcache.mesh_digest(*b["chair"]) == digest == meshcache.mesh_digest(v, f)
+    # A rebuilt iter_0 writes a new file: read again, never the stale arrays.
+    moved = v + [0.5, 0.0, 0.0]
+    meshcache.save(path, {"chair": (moved, f)})
+    c, _ = meshcache.load_shared(path)
+    assert np.array_equal(c["chair"][0], moved)
+    assert meshcache.mesh_digest(*c["chair"]) != digest
