@@ -75,6 +75,7 @@ def group_dir(gid: str) -> str:
 
 
 T_INVOKE = [0.0]
+LINES: list = []   # every progress line the add-on's children printed (runner.Process.poll)
 
 
 def invoke(name: str, **props):
@@ -88,6 +89,7 @@ def run_modal(label: str, name: str, shoot_running: str | None = None, **props):
     """Invoke a long operator and wait until it ends, recording progress and redraws."""
     t0 = time.perf_counter()
     draws0 = DRAWS[0]
+    LINES[:] = []
     result = invoke(name, **props)
     LOG["checks"][f"{label}: invoke"] = sorted(result)
     seen = []
@@ -103,6 +105,7 @@ def run_modal(label: str, name: str, shoot_running: str | None = None, **props):
         yield 0.05
     LOG["timings_s"][label] = round(time.perf_counter() - t0, 3)
     LOG["progress"][label] = [s[0] for s in seen]
+    LOG.setdefault("child_lines", {})[label] = list(LINES)
     LOG["redraws"][label] = {"panel_draws": DRAWS[0] - draws0,
                              "draws_at_lines": [s[1] - draws0 for s in seen]}
     yield 0.5  # the result's redraw
@@ -330,6 +333,16 @@ def sequence():
         return stop(self, context)
 
     addon_ops._LongOperator._stop = recorded_stop
+    from island_refiner import runner as addon_runner
+
+    poll = addon_runner.Process.poll
+
+    def recorded_poll(self, wait_s=0.0):
+        lines = poll(self, wait_s)
+        LINES.extend(lines)
+        return lines
+
+    addon_runner.Process.poll = recorded_poll
     yield from open_island_tab()
     LOG["checks"]["sidebar_width_px"] = region("UI").width
     artist_scene = win().scene.name
@@ -400,6 +413,11 @@ def sequence():
     chair.rotation_euler.z += math.radians(10.0)
     yield 0.2
     yield from run_modal("step from viewport", "step_from_viewport")
+    # the artist's iteration: iter_2, or iter_3 when the Esc above came too late
+    ref = os.path.join(group_dir("dining"), "simple_refiner")
+    last = max(int(n[5:]) for n in os.listdir(ref) if n.startswith("iter_")
+               and os.path.isfile(os.path.join(ref, n, "current_state.json")))
+    LOG["checks"]["viewport_iter"] = last
     LOG["checks"]["island_after_steps"] = matrices("Island dining")
     LOG["checks"]["loaded_iter"] = sorted({o.get("island_iter") for o in island.objects
                                            if "island_member" in o})
@@ -420,10 +438,10 @@ def sequence():
     LOG["timings_s"]["render stopped by Esc"] = round(time.perf_counter() - t0, 3)
     LOG["timings_s"]["Esc key to message (render)"] = round(time.perf_counter() - t_key, 3)
     renders = os.path.join(group_dir("dining"), "renders")
+    out = os.path.join(renders, f"iter_{last}")
     LOG["checks"]["after_render_esc"] = {
         "renders": sorted(os.listdir(renders)) if os.path.isdir(renders) else None,
-        "iter_2": sorted(os.listdir(os.path.join(renders, "iter_2")))
-        if os.path.isdir(os.path.join(renders, "iter_2")) else None}
+        "iter": sorted(os.listdir(out)) if os.path.isdir(out) else None}
     yield 0.3
     LOG["messages"]["render esc"] = [st().last_level, st().last_message]
     yield from run_modal("render", "render")

@@ -98,6 +98,15 @@ def _write_docs_images(log: dict) -> None:
                                            optimize=True)
 
 
+def _n(log: dict) -> int:
+    """The artist's iteration (Step from Viewport): iter_2, or iter_3 when the Esc during
+    the first Solver Step came too late and that iteration was kept. Checked, not assumed."""
+    too_late = log["messages"]["esc"][1].startswith("Esc came too late")
+    assert log["checks"]["viewport_iter"] == 2 + too_late, (log["checks"]["viewport_iter"],
+                                                            log["messages"]["esc"])
+    return log["checks"]["viewport_iter"]
+
+
 def _state(group: Path, n: int) -> dict:
     doc = json.loads((group / f"simple_refiner/iter_{n}/current_state.json").read_text())
     return {k: np.array(v["matrix_4x4"]) for k, v in doc["poses"].items()}
@@ -135,16 +144,17 @@ def test_build_init_and_steps_in_the_window(session: dict) -> None:
     group = scene / "relation_groups/dining"
     done = sorted(int(p.name[5:]) for p in (group / "simple_refiner").glob("iter_*")
                   if (p / "current_state.json").is_file())
-    assert done == [0, 1, 2]
+    n = _n(log)
+    assert done == list(range(n + 1))
     # the artist's step: chair_3 only, as it was moved in the island scene
-    artist = json.loads((group / "simple_refiner/iter_2/transforms.json").read_text())
+    artist = json.loads((group / f"simple_refiner/iter_{n}/transforms.json").read_text())
     assert list(artist["members"]) == ["dining.chair_3"]
-    # the viewport shows iter_2 as read back from its saved file
-    assert log["checks"]["loaded_iter"] == [2]
-    state = _state(group, 2)
+    # the viewport shows the artist's iteration as read back from its saved file
+    assert log["checks"]["loaded_iter"] == [n]
+    state = _state(group, n)
     for name, matrix in log["checks"]["island_after_steps"].items():
         assert np.allclose(matrix, state[name], atol=1e-5), name
-    info = json.loads((group / "simple_refiner/iter_2/info.json").read_text())
+    info = json.loads((group / f"simple_refiner/iter_{n}/info.json").read_text())
     assert info["blender_version"].startswith("3.4")  # worker: a child of this Blender
 
 
@@ -156,7 +166,10 @@ def test_progress_is_live_and_the_panel_redraws_on_each_line(session: dict) -> N
         draws = log["redraws"][label]["draws_at_lines"]
         # the panel was drawn again after each new line, with the mouse kept still
         assert all(b > a for a, b in zip(draws, draws[1:])), (label, draws)
-    assert any("iter_step" in ln or "applying" in ln for ln in log["progress"]["solver step"])
+    # every line the children printed (the panel samples what is current when it draws)
+    # (the Solver Step: the decision's child, then iter_step's)
+    lines = log["child_lines"]["solver step"]
+    assert lines[0].startswith("[tasks solver]") and lines[-1].startswith("[iter_step]"), lines
     assert all("/" not in ln.split(":")[0] for ln in log["progress"]["init iter_0"])
 
 
@@ -167,10 +180,13 @@ def test_esc_tells_the_truth_and_leaves_no_half_state(session: dict) -> None:
     assert not list(refiner.glob(".*")) and not list((scene / "relation_groups/dining").glob(
         ".staging*"))
     # Esc was pressed while iter_step ran (its progress line in the panel) and reached the
-    # operator while that child was still at work
+    # operator during that child; a child that had already ended by then (a loaded machine
+    # delays the key) must have been reported as too late
     assert "applying" in log["esc_line"][0], log["esc_line"]
     seen = log["esc_seen"][0]
-    assert seen["child"] == "iter_step.py" and seen["child_exit"] is None, log["esc_seen"]
+    assert seen["child"] == "iter_step.py", log["esc_seen"]
+    if seen["child_exit"] is not None:
+        assert seen["child_exit"] == 0 and text.startswith("Esc came too late"), (seen, text)
     # what the disk held right after Esc agrees with what the panel said
     after = log["checks"]["after_esc"]
     assert not [e for e in after["entries"] + after["group"] if e.startswith(".")], after
@@ -180,19 +196,20 @@ def test_esc_tells_the_truth_and_leaves_no_half_state(session: dict) -> None:
     else:
         assert text.startswith("Esc came too late") and "dining iter_1" in text
         assert "current_state.json" in after["iter_1"], after
-    assert log["timings_s"]["solver step stopped by Esc"] < 10
+    assert log["timings_s"]["Esc key to message (solver step)"] < 10
 
 
 def test_esc_stops_a_render_too(session: dict) -> None:
     level, text = session["log"]["messages"]["render esc"]
     after = session["log"]["checks"]["after_render_esc"]
     assert not [e for e in after["renders"] or [] if e.startswith(".")], after  # no staging
+    n = _n(session["log"])
     if text.startswith("Stopped"):
-        assert level == "WARNING" and "dining iter_2 render was not written" in text, text
-        assert after["iter_2"] is None, after
+        assert level == "WARNING" and f"dining iter_{n} render was not written" in text, text
+        assert after["iter"] is None, after
     else:
-        assert text.startswith("Esc came too late"), text
-        assert {"render.json", "render_bev.png", "render_persp.png"} <= set(after["iter_2"])
+        assert text.startswith(f"Esc came too late: dining iter_{n} render"), text
+        assert {"render.json", "render_bev.png", "render_persp.png"} <= set(after["iter"])
 
 
 def test_render_shows_in_the_panel_and_geometry_fills_the_table(session: dict) -> None:
@@ -200,8 +217,9 @@ def test_render_shows_in_the_panel_and_geometry_fills_the_table(session: dict) -
     images = log["checks"]["images"]
     assert set(images) == {"Island dining persp", "Island dining bev"}
     for name, (path, label, has_preview) in images.items():
-        assert Path(path).resolve().parent == (scene / "relation_groups/dining/renders/iter_2")
-        assert label == "iter_2 re-rendered" and has_preview, name
+        n = _n(log)
+        assert Path(path).resolve().parent == (scene / f"relation_groups/dining/renders/iter_{n}")
+        assert label == f"iter_{n} re-rendered" and has_preview, name
     # View opens the top view in an Image Editor of its own window (none was open)
     assert log["checks"]["view_window"] == [["IMAGE_EDITOR", "Island dining bev"]]
     assert log["checks"]["members_table"] == 6
@@ -210,11 +228,12 @@ def test_render_shows_in_the_panel_and_geometry_fills_the_table(session: dict) -
 
 def test_merge_from_the_artist_scene_uses_the_iteration_meant(session: dict) -> None:
     log, scene = session["log"], session["scene"]
-    assert log["checks"]["artist_panel_iteration"] == 2  # not stale at 0
-    assert log["messages"]["merge"][1].startswith("Merged dining iter_2 (loaded)")
+    n = _n(log)
+    assert log["checks"]["artist_panel_iteration"] == n  # not stale at 0
+    assert log["messages"]["merge"][1].startswith(f"Merged dining iter_{n} (loaded)")
     meta = json.loads((scene / "relation_groups/dining/metadata.json").read_text())
     m_anchor = np.array(meta["M_anchor_4x4"])
-    for name, canonical in _state(scene / "relation_groups/dining", 2).items():
+    for name, canonical in _state(scene / "relation_groups/dining", n).items():
         assert np.allclose(log["checks"]["merged"][name], m_anchor @ canonical, atol=1e-4), name
 
 
@@ -222,7 +241,7 @@ def test_undo_says_what_it_does_and_clean_up_removes_island_scenes(session: dict
     log = session["log"]
     level, text = log["messages"]["undo"]
     assert level == "WARNING" and "files on disk did not change" in text
-    assert "dining iter_2" in text
+    assert f"Latest on disk: dining iter_{_n(log)}." in text
     assert not any(s.startswith("Island ") for s in log["checks"]["scenes_after_remove"])
     assert not any(i.startswith("Island ") for i in log["checks"]["images_after_remove"])
 
