@@ -1,11 +1,13 @@
 """Build the self-contained extension zips, one per platform (stdlib + pip; no Blender needed).
 
-    python blender_addon/build.py                          # all four platforms
+    python blender_addon/build.py                          # all three platforms
     python blender_addon/build.py --platform linux-x64     # one (repeatable)
     python blender_addon/build.py --python 3.11            # only one Python (default 3.11, 3.13)
 
 -> ``build/addon/island_refiner-<version>-<platform>.zip`` (``linux_x64``, ``macos_arm64``,
-``macos_x64``, ``windows_x64``). Each zip holds one top-level folder ``island_refiner/``:
+``macos_x64``; no Windows zip: the loop's file locks, process groups and the warm worker's
+Unix socket are POSIX-only, see docs/ADDON.md "Known limits"). Each zip holds one top-level
+folder ``island_refiner/``:
 
 * the add-on (``__init__.py``, operators, panel, ``tasks.py`` ...);
 * ``lib/``: the library it runs - ``island_tools``, ``worker``, the loop CLIs of ``scripts``
@@ -83,7 +85,8 @@ PLATFORMS = {p.blender: p for p in (
                            "manylinux2014_x86_64")),
     Platform("macos-arm64", ("macosx_11_0_arm64",)),
     Platform("macos-x64", _MAC_X64),
-    Platform("windows-x64", ("win_amd64",)),
+    # No windows-x64: a zip would install and then fail in every operator (fcntl, killpg,
+    # AF_UNIX). Its wheels resolve (win_amd64); add it back with a Windows port of the loop.
 )}
 
 

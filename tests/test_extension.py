@@ -154,12 +154,13 @@ def test_zip_carries_addon_library_and_wheels_for_both_pythons(linux_zip: Path) 
 
 
 def test_every_platform_has_wheels_for_both_pythons() -> None:
-    """All four zips (wheels and zips cached after the first build)."""
+    """All three zips (wheels and zips cached after the first build); none for Windows."""
     from blender_addon.build import PLATFORMS, cached_build
 
     zips = cached_build(list(PLATFORMS))
     arch = {"linux-x64": ("linux", "x86_64"), "macos-arm64": ("macosx", "arm64"),
-            "macos-x64": ("macosx", "x86_64"), "windows-x64": ("win_amd64",)}
+            "macos-x64": ("macosx", "x86_64")}
+    assert sorted(PLATFORMS) == sorted(arch)   # no windows-x64 until the loop runs there
     for path, platform in zip(zips, PLATFORMS):
         with zipfile.ZipFile(path) as zf:
             manifest = tomllib.loads(zf.read("island_refiner/blender_manifest.toml").decode())
