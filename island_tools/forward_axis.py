@@ -52,7 +52,7 @@ import numpy as np
 
 from .errors import GeometryError
 from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area, polygon_centroid
-from .meshcache import mesh_digest, remembered
+from .meshcache import keyed_vertices, mesh_digest, remembered
 
 METHOD = "footprint_rect_depth"
 RES = 48
@@ -283,7 +283,7 @@ def _entry(name: str, mesh: tuple[np.ndarray, np.ndarray],
                 "detail": {"override": overrides[name]}}
     try:   # one detection per distinct mesh in this process (an asset's six chairs)
         found = remembered("forward_axis", mesh_digest(*mesh),
-                           lambda: detect_forward_axis(*mesh))
+                           lambda: detect_forward_axis(keyed_vertices(mesh[0]), mesh[1]))
     except GeometryError as exc:
         raise GeometryError(f"object '{name}': {exc.reason}") from exc
     return {"axis_local": None if found.axis_local is None else list(found.axis_local),

@@ -31,7 +31,7 @@ from .errors import GeometryError
 from .layout import layout_of
 from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
-from .meshcache import mesh_digest, remembered
+from .meshcache import keyed_vertices, mesh_digest, remembered
 from .obstacles import Context as ObstacleContext
 from .obstacles import Obstacle
 from .obstacles import distances as obstacle_distances
@@ -483,16 +483,17 @@ class GeometryContext:
         key = mesh_digest(v, f)   # the same key as faces32's; f may be a shared read-only array
 
         def build() -> _MeshData:
-            hull = convex_hull_2d(v[:, :2])
+            kv = keyed_vertices(v)   # what the key says, whichever variant came first
+            hull = convex_hull_2d(kv[:, :2])
             if len(hull) < 3:
                 raise GeometryError(f"object '{name}' has a degenerate footprint "
                                     "(all vertices collinear in the floor plane)")
-            lo, hi = v.min(axis=0), v.max(axis=0)
+            lo, hi = kv.min(axis=0), kv.max(axis=0)
             corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
                                 for z in (lo[2], hi[2])])
-            return _MeshData(vertices=v, faces=faces32, local_hull=hull, bbox_corners=corners,
-                             pivot_local=frames.footprint_centre_local(v), axis_local=None,
-                             seat_local=frames.seat_centre_local(v), digest=key)
+            return _MeshData(vertices=kv, faces=faces32, local_hull=hull, bbox_corners=corners,
+                             pivot_local=frames.footprint_centre_local(kv), axis_local=None,
+                             seat_local=frames.seat_centre_local(kv), digest=key)
 
         # Identical meshes (one asset's chairs; the same unit every iteration in a step host
         # or a scene run) are prepared once per process.

@@ -82,6 +82,15 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
 _DIGESTS: dict[tuple[int, int], tuple[Any, Any, str]] = {}
 
 
+def keyed_vertices(vertices: np.ndarray) -> np.ndarray:
+    """The vertices as ``mesh_digest`` keys them (float32 values, as float64). What is derived
+    from a mesh under that key (``remembered``) is derived from these, so it is the same
+    whichever float-noise variant of the mesh a process met first: a fresh CLI and a
+    long-lived add-on, step host or scene run write the same geometry.json. The worker
+    exports meshes at float32 already (``units.unit_geometry``), so there it changes nothing."""
+    return np.asarray(vertices, dtype=np.float32).astype(np.float64)
+
+
 def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
     """``_mesh_digest``; for read-only arrays (``load_shared``'s) computed once per array
     pair while they live (hashing a 200k-triangle unit costs milliseconds, per member per

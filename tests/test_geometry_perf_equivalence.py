@@ -1,8 +1,9 @@
 """geometry.json must not change when the geometry code is made faster.
 
 ``REFERENCE_SHA256`` is the digest of the documents the pre-optimisation implementation
-(commit 56b7258) produced for ``scenarios()``: seeded random islands of dense meshes (20k
-triangles, built by subdividing the box furniture of tests/test_geometry.py) with rect and
+(commit 56b7258, run on this file's ``scenarios()``) produced: seeded random islands of dense
+meshes (20k triangles, built by subdividing the box furniture of tests/test_geometry.py, their
+vertices at float32 as Blender holds them - the precision geometry derives from) with rect and
 round anchors, scaled poses, members tucked under the anchor and members overlapping one
 another, so every path (broad phase, fcl collide, bisection, lazy BVH build, scale changes)
 is exercised. Any change in any number of any document changes the digest.
@@ -26,7 +27,7 @@ from island_tools.geometry import GeometryContext, compute_geometry
 
 trimesh = pytest.importorskip("trimesh")
 
-REFERENCE_SHA256 = "1db9eb8936256e854b4f1d0187fa5997fda3a8f2394b8797cb3050951c278cc7"
+REFERENCE_SHA256 = "fb8d5c39a0f7d450df30941d008d61012a9b91bdbf3b16fb720b878b4dad612f"
 Mesh = tuple[np.ndarray, np.ndarray]
 
 
@@ -77,7 +78,7 @@ def densify(mesh: Mesh, triangles: int) -> Mesh:
     extra = (triangles - len(f)) // 3
     if extra > 0:
         v, f = trimesh.remesh.subdivide(v, f, face_index=np.arange(extra))
-    return v, f
+    return v.astype(np.float32).astype(float), f   # as Blender holds vertices: float32
 
 
 def _pose(x: float, y: float, yaw: float, scale: float = 1.0) -> np.ndarray:

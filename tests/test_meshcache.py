@@ -90,3 +90,31 @@ def test_load_shared_reads_a_file_version_once_and_shares_it_read_only(tmp_path)
     c, _ = meshcache.load_shared(path)
     assert np.array_equal(c["chair"][0], moved)
     assert meshcache.mesh_digest(*c["chair"]) != digest
+
+
+def test_what_is_derived_does_not_depend_on_which_variant_came_first(monkeypatch) -> None:
+    """Two float-noise variants of one mesh share a key; the hull, pivots and BVH vertices a
+    process keeps for it must be the same whichever it met first (seen: the add-on in a
+    long-lived process wrote a geometry.json differing in the 6th decimal from the CLI's)."""
+    from island_tools.geometry import GeometryContext
+
+    raw, f = _mesh(n=300, seed=8)
+    raw = raw + [0.0, 0.0, 0.5]                          # float64 values, not float32 ones
+    blender = raw.astype(np.float32).astype(float)       # the same mesh as Blender holds it
+    assert not np.array_equal(raw, blender)
+    assert meshcache.mesh_digest(raw, f) == meshcache.mesh_digest(blender, f)
+    anchor = (np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0], [-1, -1, 0.7],
+                        [1, -1, 0.7], [1, 1, 0.7], [-1, 1, 0.7]], dtype=float),
+              np.array([[0, 1, 2], [0, 2, 3], [4, 5, 6], [4, 6, 7]]))
+    axes = {"anchor": {"axis_local": None, "status": "symmetric"},
+            "members": {"chair": {"axis_local": [0.0, -1.0], "status": "front"}}}
+
+    def kept(first: np.ndarray, then: np.ndarray):
+        monkeypatch.setattr(meshcache, "_REMEMBERED", {})
+        GeometryContext({"table": anchor, "chair": (first, f)}, "table", axes)
+        data = GeometryContext({"table": anchor, "chair": (then, f)}, "table", axes)._data
+        chair = data["chair"]
+        return chair.vertices, chair.local_hull, chair.pivot_local, chair.seat_local
+
+    for got, want in zip(kept(raw, blender), kept(blender, blender)):
+        assert np.array_equal(got, want)

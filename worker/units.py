@@ -367,7 +367,12 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
     for root, parts in chunks.items():
         if parts:
             offsets = np.cumsum([0] + [len(v) for v, _, _ in parts[:-1]])
-            verts = np.concatenate([v for v, _, _ in parts])
+            # At Blender's own precision: the parts' float32 vertices carried through float64
+            # matrices pick up noise (1e-16 m) that differs from chair to chair and stage to
+            # stage; rounded back, the same mesh is the same array everywhere, so what is
+            # derived from it (meshcache.mesh_digest keys at float32) is the same in a fresh
+            # CLI and in a long-lived add-on, step host or scene run.
+            verts = np.concatenate([v for v, _, _ in parts]).astype(np.float32).astype(float)
             tris = np.concatenate([t + o for (_, t, _), o in zip(parts, offsets)]).astype(
                 np.int32)
         else:
@@ -453,12 +458,12 @@ def render_arrays(vertices: np.ndarray, triangles: np.ndarray,
     f = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
     if len(f) <= max_triangles or len(v) == 0:
         return v, f
-    from island_tools.meshcache import mesh_digest, remembered
+    from island_tools.meshcache import keyed_vertices, mesh_digest, remembered
 
     # Once per distinct mesh in this process: the same chair drawn by every render of every
     # iteration, by the masked scene render and by its five siblings.
     return remembered("render.proxy", f"{mesh_digest(v, f)}:{max_triangles}",
-                      lambda: _clustered(v, f, max_triangles))
+                      lambda: _clustered(keyed_vertices(v), f, max_triangles))
 
 
 def _clustered(v: np.ndarray, f: np.ndarray,
