@@ -409,7 +409,8 @@ def test_refine_scene_and_report(client: Client, root: Path) -> None:
 
     runs = ledger_rows(scene, "runs")
     assert [(r["event"], r["exit_code"]) for r in runs] == [
-        ("started", None), ("failed", 130), ("started", None), ("finished", 0)], runs
+        ("started", None), ("failed", 130), ("started", None), ("finished", 0)], \
+        [(r["event"], r["exit_code"], r["run_id"], r.get("detail")) for r in runs]
     assert runs[1]["detail"] == "interrupted"
     assert (scene / "blend" / "stage3-scene.blend").is_file()
     text = client.ok("report", scene_dir=str(scene))["report"]

@@ -404,3 +404,23 @@ def test_facing_that_was_not_measured_is_uncertain_not_a_pass() -> None:
         assert item["verdict"] == "uncertain" and "not measured" in item["reason"], note
         assert review["summary"]["verdict"] == "uncertain"
         assert any(line.startswith("b: ") for line in review["summary"]["not_measured"])
+
+
+def test_runs_of_one_process_in_one_second_get_their_own_ids(tmp_path, monkeypatch) -> None:
+    """A long-lived process (the MCP server, the add-on) that resumes a cancelled scene at
+    once must log a new run: the same '<stamp>-<pid>' id hid the resumed run's 'started'."""
+    from island_tools.scene import run as run_module
+    from island_tools.scene.ledger import Ledger
+
+    monkeypatch.setattr(run_module, "stamp", lambda: "20261201_120000")
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    try:
+        ids = []
+        for _ in range(3):
+            run_id = run_module._new_run_id(ledger)
+            ledger.run_started(run_id, ["island-refine", "run"])
+            ids.append(run_id)
+        base = f"20261201_120000-{os.getpid()}"
+        assert ids == [base, f"{base}.2", f"{base}.3"]
+    finally:
+        ledger.close()

@@ -92,7 +92,7 @@ def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ..
     if doc.get("status") == "running":
         doc["status"] = "failed"
         doc.setdefault("notes", []).append(f"run {doc.get('run_id')} died while running")
-    ctx.run_id = batch.run_id if batch else f"{stamp()}-{os.getpid()}"
+    ctx.run_id = batch.run_id if batch else _new_run_id(ledger)
     if ledger.run_status(ctx.run_id) is None:
         ledger.run_started(ctx.run_id, batch.argv if batch else argv,
                            batch.owner if batch else None)
@@ -108,6 +108,17 @@ def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ..
                      "scene_sha256": prep.scene_sha256}
     ctx.state.trace(f"run:{ctx.run_id}:{'resumed' if resumed else 'started'}")
     ctx.say(f"run {ctx.run_id} {'resumes' if resumed else 'starts'} on {ctx.paths.root}")
+
+
+def _new_run_id(ledger: Ledger) -> str:
+    """``<UTC stamp>-<pid>``, with ``.2``, ``.3``... when a run of this process already took
+    it this second (a long-lived MCP server or add-on resuming a cancelled scene at once)."""
+    base = f"{stamp()}-{os.getpid()}"
+    run_id, n = base, 1
+    while ledger.run_status(run_id) is not None:
+        n += 1
+        run_id = f"{base}.{n}"
+    return run_id
 
 
 def rotate_outputs(ctx: StageContext) -> None:
