@@ -128,6 +128,22 @@ def own_python_command() -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-s", "-S"], env
 
 
+_RESET_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def interruptible(argv: Sequence[str]) -> list[str]:
+    """``argv`` started with SIGINT at its default. A Blender launched where SIGINT is
+    ignored (a shell's background job, a farm launcher, nohup-like wrappers) hands that on,
+    and a Python started so never raises KeyboardInterrupt: Esc (``Process.stop``) would
+    stop nothing until the kill after the grace time. A tiny isolated interpreter resets
+    it and execs the command (same pid, so the session and process group stay)."""
+    argv = list(argv)
+    if os.name != "posix":
+        return argv
+    return [argv[0], "-I", "-S", "-c", _RESET_SIGINT, *argv]
+
+
 class Cancelled(Exception):
     """Raised by ``Process.poll`` callers that asked the process to stop."""
 
@@ -304,7 +320,8 @@ class Runner:
 
     def start(self, argv: Sequence[str]) -> Process:
         cmd, env = self.python_command()
-        return Process([*cmd, *argv], self.config.lib, self.config.timeout_s, env)
+        return Process(interruptible([*cmd, *argv]), self.config.lib, self.config.timeout_s,
+                       env)
 
     def script_argv(self, name: str, args: Sequence[str]) -> list[str]:
         """``lib/scripts/<name>`` (init_iter0.py, iter_step.py), the agents' own CLIs."""
