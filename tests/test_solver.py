@@ -50,13 +50,21 @@ def simulate(fixture: str, variant: str, spec: dict[str, Any] | None = None, fir
     overrides = {n: p["forward_axis"] for n, p in specs.member_props(fixture).items()
                  if "forward_axis" in p}
     axes = forward_axes_document(arr.meshes, arr.anchor, overrides)
-    context = GeometryContext(arr.meshes, arr.anchor, axes)
-    solver = Solver(arr.meshes, arr.anchor, axes, target)
     metadata = Metadata(arr.anchor, tuple(arr.names), np.eye(4), np.eye(4), arr.canonical)
-    poses = dict(arr.canonical)
+    return run_decisions(arr.meshes, arr.anchor, axes, target, metadata, dict(arr.canonical),
+                         range(first, max_iter + 1))
+
+
+def run_decisions(meshes: dict, anchor: str, axes: dict, target: dict[str, Any],
+                  metadata: Metadata, poses: dict, iters: range) -> Run:
+    """The solver's loop as the adapter runs it: every decision through the contract's
+    parse and magnitude-policy checks, poses moved as the worker moves them."""
+    context = GeometryContext(meshes, anchor, axes)
+    solver = Solver(meshes, anchor, axes, target)
+    members = [n for n in metadata.members if n != anchor]
     geometry = context.compute(poses, target, 0)
     run = Run(geometry, 0, [], 0)
-    for n in range(first, max_iter + 1):
+    for n in iters:
         decision = solver.decide(poses, geometry, n)
         run.decisions.append(decision)
         doc = {"iter": n, "members": decision["members"], "converged": decision["converged"],
@@ -64,9 +72,9 @@ def simulate(fixture: str, variant: str, spec: dict[str, Any] | None = None, fir
                                 "generated_by": "test", "mode": "island_iter", "iter": n,
                                 "timestamp_utc": "2026-01-01T00:00:00Z"}}
         transforms = parse_transforms(doc, "transforms.json", n, metadata)
-        check_policy(transforms, n, len(arr.members), geometry, "transforms.json")
+        check_policy(transforms, n, len(members), geometry, "transforms.json")
         for name, delta in decision["members"].items():
-            pivot = frames.footprint_centre_local(arr.meshes[name][0])
+            pivot = frames.footprint_centre_local(meshes[name][0])
             poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
                                                     delta["delta_yaw_deg"], pivot)
         before = geometry["group"]["penetration_pairs"]
@@ -319,33 +327,8 @@ def corpus_loop(case: str, max_iter: int = 20) -> Run:
             [scale, scale, scale, 1.0])
     spec = parse_target_spec(spec_doc, "target_spec.json", len(names)).to_dict()
     axes = forward_axes_document(meshes, "anchor", {})
-    context = GeometryContext(meshes, "anchor", axes)
-    solver = Solver(meshes, "anchor", axes, spec)
     metadata = Metadata("anchor", ("anchor", *names), np.eye(4), np.eye(4), dict(poses))
-    geometry = context.compute(poses, spec, 0)
-    run = Run(geometry, 0, [], 0)
-    for n in range(1, max_iter + 1):
-        decision = solver.decide(poses, geometry, n)
-        run.decisions.append(decision)
-        doc = {"iter": n, "members": decision["members"], "converged": decision["converged"],
-               "_island_meta": {"model": "solver", "image_sha256": "0" * 64,
-                                "generated_by": "test", "mode": "island_iter", "iter": n,
-                                "timestamp_utc": "2026-01-01T00:00:00Z"}}
-        transforms = parse_transforms(doc, "transforms.json", n, metadata)
-        check_policy(transforms, n, len(names), geometry, "transforms.json")
-        for name, delta in decision["members"].items():
-            pivot = frames.footprint_centre_local(meshes[name][0])
-            poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
-                                                    delta["delta_yaw_deg"], pivot)
-        before = geometry["group"]["penetration_pairs"]
-        geometry = context.compute(poses, spec, n)
-        run.new_penetrations += geometry["group"]["penetration_pairs"] > before
-        run.geometry, run.iters = geometry, n
-        if decision["members"]:
-            run.nonempty.append(n)
-        if decision["converged"] and n >= MIN_ITER:
-            break
-    return run
+    return run_decisions(meshes, "anchor", axes, spec, metadata, poses, range(1, max_iter + 1))
 
 
 def _converged(run: Run) -> bool:
