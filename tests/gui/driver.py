@@ -85,6 +85,25 @@ def invoke(name: str, **props):
         return getattr(bpy.ops.island, name)("INVOKE_DEFAULT", **props)
 
 
+def press_esc_during(op: str, progress_word: str, label: str):
+    """Invoke ``op``, press a real Escape into the window once the panel shows the progress
+    line with ``progress_word``, and wait for the operator to end; logs the timings."""
+    t0 = time.perf_counter()
+    invoke(op)
+    while st().running and progress_word not in st().progress_line \
+            and time.perf_counter() - t0 < 60:
+        yield 0.05
+    rest_mouse()
+    LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
+    LOG.setdefault("esc_line", []).append(st().progress_line)
+    t_key = time.perf_counter()
+    xdotool("key", "Escape")
+    while st().running:
+        yield 0.05
+    LOG["timings_s"][f"{label} stopped by Esc"] = round(time.perf_counter() - t0, 3)
+    LOG["timings_s"][f"Esc key to message ({label})"] = round(time.perf_counter() - t_key, 3)
+
+
 def run_modal(label: str, name: str, shoot_running: str | None = None, **props):
     """Invoke a long operator and wait until it ends, recording progress and redraws."""
     t0 = time.perf_counter()
@@ -387,20 +406,7 @@ def sequence():
 
     # Esc while the solver step's iter_step child applies, saves and renders (a real key
     # press into the window, once the panel shows that progress line)
-    t0 = time.perf_counter()
-    invoke("solver_step")
-    while st().running and "applying" not in st().progress_line \
-            and time.perf_counter() - t0 < 60:
-        yield 0.05
-    rest_mouse()
-    LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
-    LOG.setdefault("esc_line", []).append(st().progress_line)
-    t_key = time.perf_counter()
-    xdotool("key", "Escape")
-    while st().running:
-        yield 0.05
-    LOG["timings_s"]["solver step stopped by Esc"] = round(time.perf_counter() - t0, 3)
-    LOG["timings_s"]["Esc key to message (solver step)"] = round(time.perf_counter() - t_key, 3)
+    yield from press_esc_during("solver_step", "applying", "solver step")
     LOG["checks"]["after_esc"] = refiner_listing("dining")
     yield 0.5
     LOG["messages"]["esc"] = [st().last_level, st().last_message]
@@ -423,20 +429,7 @@ def sequence():
                                            if "island_member" in o})
     # Esc during Render (modal like the steps): stopped before the renders were swapped in,
     # or said to be too late; the disk is read right after
-    t0 = time.perf_counter()
-    invoke("render")
-    while st().running and "rendering" not in st().progress_line \
-            and time.perf_counter() - t0 < 60:
-        yield 0.05
-    rest_mouse()
-    LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
-    LOG.setdefault("esc_line", []).append(st().progress_line)
-    t_key = time.perf_counter()
-    xdotool("key", "Escape")
-    while st().running:
-        yield 0.05
-    LOG["timings_s"]["render stopped by Esc"] = round(time.perf_counter() - t0, 3)
-    LOG["timings_s"]["Esc key to message (render)"] = round(time.perf_counter() - t_key, 3)
+    yield from press_esc_during("render", "rendering", "render")
     renders = os.path.join(group_dir("dining"), "renders")
     out = os.path.join(renders, f"iter_{last}")
     LOG["checks"]["after_render_esc"] = {
