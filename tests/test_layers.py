@@ -64,3 +64,17 @@ def test_worker_safe_modules_import_without_third_party_packages() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_scene_director_has_no_import_circles() -> None:
+    """Issue 17's map: one module per stage, nothing importing back up
+    (``tools/package_map.py`` is the same scan the closing note quotes)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("package_map", REPO / "tools/package_map.py")
+    assert spec is not None and spec.loader is not None
+    package_map = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package_map)
+    (lines, name, _), (fname, flines), circles = package_map.scan(REPO / "island_tools/scene")
+    assert circles == [], circles
+    assert lines < 300 and flines < 600, (name, lines, fname, flines)   # no god class again
