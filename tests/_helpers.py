@@ -19,6 +19,16 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def running_groups(scene: Path) -> tuple[dict, list[str]]:
+    """``state.json`` as a run in progress has it (``{}`` before it is first written or while
+    a write is being swapped in) and the groups it marks running."""
+    try:
+        state = load(scene / "state.json")
+    except (FileNotFoundError, json.JSONDecodeError):
+        state = {}
+    return state, [g for g, s in state.get("groups", {}).items() if s["status"] == "running"]
+
+
 def ledger_rows(scene: Path, table: str) -> list[dict]:
     conn = sqlite3.connect(scene / "ledger.sqlite")
     conn.row_factory = sqlite3.Row

@@ -14,7 +14,6 @@ directory and are stopped afterwards.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -29,7 +28,7 @@ import pytest
 
 from island_tools.config import Settings
 from island_tools.scene.pipeline import OUTPUT_BLEND, RunOptions, ScenePipeline
-from tests._helpers import ledger_rows, load
+from tests._helpers import ledger_rows, load, running_groups
 from tests.test_daemon import (  # noqa: F401 - fixtures
     MOVES,
     REPO,
@@ -130,12 +129,7 @@ def test_kill9_side_by_side_then_resume(three_groups: Path, tmp_path: Path, ddir
     deadline = time.monotonic() + 180
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = load(scene / "state.json")
-            except (FileNotFoundError, json.JSONDecodeError):
-                state = {}
-            running = [g for g, s in state.get("groups", {}).items()
-                       if s["status"] == "running"]
+            state, running = running_groups(scene)
             looping = [g for g in running if (scene / "relation_groups" / g / "simple_refiner"
                                               / "iter_1" / "current_state.json").is_file()]
             if len(running) >= 2 and looping:

@@ -25,7 +25,7 @@ from island_tools.config import Settings
 from island_tools.iteration import sha256_file
 from island_tools.scene.errors import EXIT_GROUPS_FAILED, EXIT_RELATION_GRAPH
 from island_tools.scene.pipeline import RunOptions, ScenePipeline
-from tests._helpers import ledger_rows, load, snapshot
+from tests._helpers import ledger_rows, load, running_groups, snapshot
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
@@ -490,11 +490,7 @@ def test_kill9_mid_run_then_resume(scene_template: Path, tmp_path: Path) -> None
     state: dict = {}
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                state = load(scene / "state.json")
-            except (FileNotFoundError, json.JSONDecodeError):
-                state = {}
-            running = [g for g, s in state.get("groups", {}).items() if s["status"] == "running"]
+            state, running = running_groups(scene)
             mid_loop = [g for g in running if (scene / "relation_groups" / g / "simple_refiner"
                                                / "iter_1" / "current_state.json").is_file()]
             if state.get("islands_completed") and mid_loop:
