@@ -19,7 +19,9 @@ Geometry of a unit (``unit_geometry``)
     set are left out (helpers, collision proxies: they are not part of what renders);
     objects hidden only in the viewport (eye or monitor icon) are revealed for the
     evaluation and measured like visible ones, and the file keeps its hide flags. Identical
-    instanced sources (six chairs instancing one collection) are evaluated once per call.
+    instanced sources (six chairs instancing one collection) are evaluated once per call,
+    and so are mesh objects without modifiers that share one mesh datablock (linked
+    duplicates, Alt+D: their evaluated mesh is that datablock's, shape keys included).
 
 Refusals (``refusals``), checked before anything is written, each naming the object, the
 cause and the fix: not in the view layer (an excluded collection), hidden by a collection,
@@ -319,6 +321,14 @@ def _mesh_arrays(obj_eval) -> tuple[np.ndarray, np.ndarray]:
     return verts.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
 
 
+def _shared_mesh_key(obj) -> str | None:
+    """Cache key of a mesh object whose evaluated mesh is its datablock's own (no modifier
+    changes it), so every object sharing the datablock evaluates to the same arrays."""
+    if obj.type != "MESH" or obj.data is None or len(obj.modifiers):
+        return None
+    return f"mesh:{obj.data.name_full}"
+
+
 def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
     """Evaluated geometry of each unit in its root's local frame (module docstring)."""
     units = unit_objects(roots)
@@ -346,7 +356,7 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
                 top = ob.original
                 if top.name not in owner:
                     continue
-                source, key = top, None
+                source, key = top, _shared_mesh_key(top)
             if ob.type in NO_GEOMETRY_TYPES or source.hide_render:
                 continue
             if key is not None and key in cache:
