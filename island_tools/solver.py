@@ -108,7 +108,7 @@ from typing import Any
 
 import numpy as np
 
-from . import frames
+from . import frames, meshcache
 from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 from .errors import GroupInputError
 from .geometry import (
@@ -317,30 +317,74 @@ def _point_at(path: list[np.ndarray], s: float) -> np.ndarray:
     return path[-1]
 
 
+def _minkowski_difference(obstacle: np.ndarray, hull: np.ndarray) -> np.ndarray:
+    """Q - P (CCW convex hull of every q - p): P translated by x meets Q iff x is in it, and
+    the signed distance of P + x to Q is the signed distance of the point x to Q - P
+    (outside: the Euclidean gap; inside: minus the distance to its boundary, which is the
+    separating-axis depth, Q - P's edge normals being both polygons' edge normals)."""
+    return convex_hull_2d((obstacle[:, None, :] - hull[None, :, :]).reshape(-1, 2))
+
+
+def _point_signed_distance_fn(poly: np.ndarray):
+    """points (k, 2) -> signed distance of each to a CCW convex polygon: > 0 outside (the
+    distance to the nearest edge segment), <= 0 inside (minus the distance to the nearest
+    edge). The edges are prepared once."""
+    d = np.roll(poly, -1, axis=0) - poly
+    length = np.linalg.norm(d, axis=1)
+    keep = length > 0
+    a, d, length = poly[keep], d[keep], length[keep]
+    normal = np.stack([d[:, 1], -d[:, 0]], axis=1) / length[:, None]
+    inv_sq = 1.0 / (length * length)
+
+    def signed(points: np.ndarray) -> np.ndarray:
+        rel = points[:, None, :] - a[None, :, :]                        # (k, e, 2)
+        side = (rel * normal).sum(axis=2).max(axis=1)                   # > 0: outside an edge
+        t = np.clip((rel * d).sum(axis=2) * inv_sq, 0.0, 1.0)
+        gap = np.sqrt(((rel - t[:, :, None] * d) ** 2).sum(axis=2)).min(axis=1)
+        return np.where(side > 0.0, gap, side)
+
+    return signed
+
+
+_OFFSET_PROBES = 64
+
+
 def _solve_offset(hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
                   obstacle: np.ndarray, target: float, lo: float = 0.0) -> float:
     """r >= lo with signed distance(hull_rel + base + r * direction, obstacle) == target.
 
     The signed distance of two convex sets is convex in a translation parameter, so with
-    f(lo) < target the crossing above lo is unique and bisection finds it.
+    f(lo) < target the crossing above lo is unique: the smallest r with f(r) >= target,
+    bracketed by doubling and then narrowed ``_OFFSET_PROBES``-fold per round (f evaluated
+    for all probes at once, as the distance of the points base + r * direction to the
+    Minkowski difference) until the bracket is a few ulps wide.
     """
-    def f(r: float) -> float:
-        return _distance(hull_rel + base + r * direction, obstacle)
+    signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
+    direction = np.asarray(direction, dtype=float)
 
-    if f(lo) >= target:
+    def f(r: np.ndarray) -> np.ndarray:
+        return signed(base[None, :] + r[:, None] * direction[None, :])
+
+    if f(np.array([lo]))[0] >= target:
         return lo
-    hi = lo + 1.0
-    while f(hi) < target:
-        hi = lo + 2.0 * (hi - lo)
-        if hi - lo > 1e4:
-            raise ValueError("clearance offset does not converge")
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        if f(mid) < target:
-            lo = mid
+    steps = lo + 2.0 ** np.arange(15)                 # lo + 1, 2, 4 ... 16384
+    reached = np.flatnonzero(f(steps) >= target)
+    if not len(reached) or steps[reached[0]] - lo > 1e4:
+        raise ValueError("clearance offset does not converge")
+    hi = float(steps[reached[0]])
+    lo = lo if reached[0] == 0 else float(steps[reached[0] - 1])
+    while True:
+        probes = np.linspace(lo, hi, _OFFSET_PROBES + 2)[1:-1]
+        probes = probes[(probes > lo) & (probes < hi)]
+        if not len(probes):
+            return hi
+        above = np.flatnonzero(f(probes) >= target)
+        if len(above):
+            hi = float(probes[above[0]])
+            if above[0] > 0:
+                lo = float(probes[above[0] - 1])
         else:
-            hi = mid
-    return hi
+            lo = float(probes[-1])
 
 
 def min_cost_assignment(cost: np.ndarray) -> list[int]:
@@ -458,6 +502,20 @@ class _Move:
     hull: np.ndarray
 
 
+def _plan_shape(vertices: np.ndarray, faces: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(plan hull, footprint centre, seat centre) of a unit's local mesh, once per mesh in
+    this process (``meshcache.remembered``): the hull of a 200k-triangle chair costs a
+    tenth of a second, per member per decision otherwise."""
+    def compute() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        v = meshcache.keyed_vertices(vertices)
+        return (convex_hull_2d(v[:, :2]), frames.footprint_centre_local(v),
+                frames.seat_centre_local(v))
+
+    return meshcache.remembered("solver.plan_shape", meshcache.mesh_digest(vertices, faces),
+                                compute)
+
+
 class Solver:
     """One group's solver: meshes, axes and the target spec are fixed; poses change."""
 
@@ -469,14 +527,12 @@ class Solver:
         self.member_ids = sorted(n for n in meshes if n != anchor_id)
         axes = forward_axes.get("members", {})
         self._mesh: dict[str, _MeshData] = {}
-        for name, (verts, _) in meshes.items():
-            v = np.asarray(verts, dtype=float)
+        for name, (verts, faces) in meshes.items():
             axis = None
             if name != anchor_id and axes.get(name, {}).get("axis_local") is not None:
                 axis = np.asarray(axes[name]["axis_local"], dtype=float)
-            self._mesh[name] = _MeshData(v, convex_hull_2d(v[:, :2]),
-                                         frames.footprint_centre_local(v), axis,
-                                         frames.seat_centre_local(v))
+            hull, pivot, seat = _plan_shape(verts, faces)
+            self._mesh[name] = _MeshData(np.asarray(verts, dtype=float), hull, pivot, axis, seat)
         facing = self.spec["facing"]
         if facing == "mixed":
             self._facing = parse_mixed_facing(self.spec.get("free_note") or "", self.member_ids)
