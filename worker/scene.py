@@ -72,6 +72,7 @@ from .build import material
 from .meshes import collect_units, export_meshes, object_props
 from .meshes import summary as mesh_summary
 from .units import (
+    RENDER_MAX_TRIANGLES,
     ancestors,
     context_owners,
     instanced_collections,
@@ -84,6 +85,8 @@ from .units import (
 
 OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
 MASKED_MARGIN_M = 1.0
+MASKED_TRIANGLES_PER_PX2 = 2.0
+MASKED_MIN_TRIANGLES = 200
 MASK_ANCHOR = (0.80, 0.15, 0.05)
 MASK_MEMBER = (1.00, 0.55, 0.00)
 MASK_GROUPED = (0.35, 0.45, 0.65)   # objects of the other relation groups
@@ -220,6 +223,32 @@ def _frame_top_down(cam, cam_data, objs, scene) -> dict:
             "center_xy": [float((lo.x + hi.x) / 2.0), float((lo.y + hi.y) / 2.0)]}
 
 
+def _masked_budgets(geometry: Mapping[str, Any], resolution: int) -> dict[str, int]:
+    """Triangles each unit's proxy gets in the masked view: ``MASKED_TRIANGLES_PER_PX2``
+    per square pixel of the unit's plan extent at the view's scale (bounded by the render
+    proxies' own ``RENDER_MAX_TRIANGLES``). The masked view frames the whole scene, so a
+    chair there spans a dozen pixels: drawn at the group views' budget, 16 groups of
+    200k-triangle chairs cost seconds per render for detail no pixel shows."""
+    boxes = {}
+    for root, g in geometry.items():
+        if len(g.vertices):
+            m = np.array(bpy.data.objects[root].matrix_world, dtype=float)
+            lo, hi = g.vertices.min(axis=0), g.vertices.max(axis=0)
+            corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                                for z in (lo[2], hi[2])])
+            boxes[root] = corners @ m[:3, :3].T + m[:3, 3]
+    if not boxes:
+        return {}
+    pts = np.vstack(list(boxes.values()))
+    metres_per_px = (float(np.ptp(pts[:, :2], axis=0).max()) + 2.0 * MASKED_MARGIN_M) / resolution
+    out = {}
+    for root, c in boxes.items():
+        px = float(np.ptp(c[:, :2], axis=0).max()) / metres_per_px
+        out[root] = int(min(RENDER_MAX_TRIANGLES,
+                            max(MASKED_MIN_TRIANGLES, MASKED_TRIANGLES_PER_PX2 * px * px)))
+    return out
+
+
 def render_masked(groups: Sequence[Mapping], context: Sequence[str], resolution: int) -> dict:
     """One top-down PNG per group with a ``masked_png``: the group in orange, its anchor red,
     the other groups' units (``context``: their roots) blue-grey, everything else light grey;
@@ -241,11 +270,12 @@ def render_masked(groups: Sequence[Mapping], context: Sequence[str], resolution:
         for o in others:
             scene.collection.objects.link(o)
             o.color = (*MASK_OTHER, 1.0)
+        budgets = _masked_budgets(geometry, resolution)
         for root, g in geometry.items():
             if not len(g.triangles):
                 continue
             proxy = bpy.data.objects.new(f"{_TMP}_{root}", proxy_mesh(
-                f"{_TMP}_{root}", *render_arrays(g.vertices, g.triangles)))
+                f"{_TMP}_{root}", *render_arrays(g.vertices, g.triangles, budgets[root])))
             proxy.matrix_world = bpy.data.objects[root].matrix_world
             scene.collection.objects.link(proxy)
             proxies[root] = proxy
