@@ -658,8 +658,9 @@ def promote_final(group_dir: str | os.PathLike[str], n: int | None = None) -> in
 def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings,
               run_job: RunJob, max_iter: int = DEFAULT_MAX_ITER, progress: Progress | None = None,
               timeout_s: float = DEFAULT_TIMEOUT_S, model: str | None = None,
-              generated_by: str | None = None) -> RunReport:
+              generated_by: str | None = None, reuse_meshes: bool = False) -> RunReport:
     """Drive one group through the contract's loop with ``policy`` (see the module docstring).
+    ``reuse_meshes``: as ``init_iter0``'s.
 
     Raises UsageError only for bad arguments (policy, max_iter, timeout). Every failure of
     the group itself - unreadable inputs, another run active, init_iter0, any iteration -
@@ -673,7 +674,7 @@ def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings
         try:
             group = load_group(group_dir)
             stack.enter_context(_run_lock(group.root))
-            init_iter0(group.root, settings, run_job, progress)
+            init_iter0(group.root, settings, run_job, progress, reuse_meshes=reuse_meshes)
         except IslandError as exc:
             stop = f"init_iter0 failed (exit {exc.exit_code})"
             return RunReport(None, stop, [], report_text(None, stop, [], {}, None), False,

@@ -58,8 +58,11 @@ def _finite_check(obj: Any, where: str = "$") -> None:
 
 
 def dumps_json(obj: Any) -> str:
-    _finite_check(obj)
-    return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    try:
+        return json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    except ValueError:   # NaN or infinity: say where
+        _finite_check(obj)
+        raise
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

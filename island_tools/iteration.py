@@ -283,15 +283,42 @@ def _reuse_renders(group: Group, n: int, transforms: Transforms, key: str, stage
             (prev_dir / f).is_file() for f in RENDER_FILES):
         return None
     for name in RENDER_FILES:
-        try:
-            os.link(prev_dir / name, stage / name)
-        except OSError:
-            shutil.copyfile(prev_dir / name, stage / name)
+        _link_or_copy(prev_dir / name, stage / name)
     render = {**render, "persp": str(stage / RENDER_FILES[0]),
               "bev": str(stage / RENDER_FILES[1])}
     return {"render": render, "blender_version": prev_info.get("blender_version"),
             "file_version": prev_info.get("file_version"),
             "autoexec_fail": prev_info.get("autoexec_fail"), "timings_s": None}
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A finished iteration's file into a staging directory: a hard link (nothing rewrites
+    an iteration's files in place: every writer renames a new file over the old one), or a
+    copy where the filesystem has no links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _reuse_annotated(group: Group, n: int, geometry: dict[str, Any], stage: Path
+                     ) -> str | None:
+    """For a step whose renders were reused: link iter_(N-1)'s annotated BEV when its
+    geometry.json is this one but for the iteration number (the annotation is drawn from
+    the BEV and the geometry alone, so it would be drawn the same); the iteration it came
+    from, or None."""
+    prev_dir = group.iter_dir(n - 1)
+    annotated = prev_dir / "render_bev_annotated.png"
+    try:
+        prev = json.loads((prev_dir / "geometry.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not annotated.is_file() or not isinstance(prev, dict) or \
+            json.loads(atomic.dumps_json({**prev, "iter": geometry.get("iter")})) != \
+            json.loads(atomic.dumps_json(geometry)):
+        return None
+    _link_or_copy(annotated, stage / "render_bev_annotated.png")
+    return f"iter_{n - 1}"
 
 
 def _render_job(settings: Settings, axes: dict[str, Any], group: Group) -> dict[str, Any]:
@@ -436,9 +463,22 @@ def _log(progress: Callable[[str], None] | None, msg: str) -> None:
         progress(msg)
 
 
+def meshes_exported_from(group: Group, blend: Path) -> bool:
+    """Was the group's ``meshes.npz`` evaluated from exactly this file (its recorded source
+    SHA-256)? Then exporting the file again gives the same cache."""
+    recorded = meshcache.load_source(group.root / MESH_CACHE).get("blend_sha256")
+    return bool(recorded) and recorded == sha256_file(blend)
+
+
 def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: RunJob,
-               progress: Callable[[str], None] | None = None) -> StepResult:
-    """Fresh ``simple_refiner/iter_0`` (no-resume policy: an old one is rotated to a backup)."""
+               progress: Callable[[str], None] | None = None,
+               reuse_meshes: bool = False) -> StepResult:
+    """Fresh ``simple_refiner/iter_0`` (no-resume policy: an old one is rotated to a backup).
+
+    ``reuse_meshes`` (the scene pipeline, whose rebuild exported the cache from the island
+    it saved, with the same worker): keep ``meshes.npz`` when it records island.blend's
+    own SHA-256 as its source, instead of opening the island to export it again; iter_0's
+    ``info.json`` says ``meshes_reused``."""
     group = load_group(group_dir)
     island = group.root / "island.blend"
     if not island.is_file():
@@ -454,9 +494,13 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
                     "anchor_id": group.metadata.anchor_id, "poses": None}
         # A fresh run re-exports the meshes (the island may have been rebuilt), then renders
         # with the forward axes known so the top view can show which way members face.
-        _log(progress, "[init_iter0] opening island, exporting meshes")
-        run_job({**base_job, "render": None, "export_meshes": str(stage / MESH_CACHE)})
-        os.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
+        meshes_reused = reuse_meshes and meshes_exported_from(group, island)
+        if meshes_reused:
+            _log(progress, "[init_iter0] meshes.npz was exported from this island.blend: kept")
+        else:
+            _log(progress, "[init_iter0] opening island, exporting meshes")
+            run_job({**base_job, "render": None, "export_meshes": str(stage / MESH_CACHE)})
+            os.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
         meshes, props = load_meshes(group)
         axes = forward_axes(group, meshes, props)
         _log(progress, "[init_iter0] rendering iter_0")
@@ -473,6 +517,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         info = _info(0, result, trivial=True, sanity="skipped (baseline)",
                      seconds=time.perf_counter() - t0)
         info["render_key"] = render_key(render_job)
+        info["meshes_reused"] = bool(meshes_reused)
         atomic.write_json(iter_stage / "info.json", info)
         atomic.write_json(iter_stage / "geometry.json", geometry)
         atomic.write_json(iter_stage / "current_state.json",
@@ -575,18 +620,20 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
         with staging_dir(group.refiner, f"iter_{n}") as stage:
             t0 = time.perf_counter()
             blend = stage / "island.blend"
-            atomic.copy_file(group.iter_dir(n - 1) / "island.blend", blend)
             render_job = _render_job(settings, axes, group)
             key = render_key(render_job)
             reused = _reuse_renders(group, n, transforms, key, stage) if settings.reuse_renders \
                 else None
             if reused is not None:
-                # Nothing moves: iter_(N-1)'s island.blend (byte copy above), its read-back
-                # poses and its renders of that very file with the same settings stand.
+                # Nothing moves: iter_(N-1)'s island.blend (the same file, linked), its
+                # read-back poses and its renders of that very file with the same settings
+                # stand.
                 _log(progress, f"[iter_step] iter_{n}: nothing moves; iter_{n - 1}'s renders "
                                "reused")
+                _link_or_copy(previous, blend)
                 result, read_back = reused, prev
             else:
+                atomic.copy_file(previous, blend)
                 _log(progress, f"[iter_step] iter_{n}: applying {len(transforms.members)} "
                                "member delta(s), saving, rendering")
                 result = run_job({"op": "step", "blend": str(blend),
@@ -602,8 +649,11 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")
             geometry = _geometry(group, meshes, axes, read_back, n)
-            annotate_bev(stage / "render_bev.png", stage / "render_bev_annotated.png",
-                         geometry, result.get("render") or {})
+            annotated_from = _reuse_annotated(group, n, geometry, stage) \
+                if reused is not None else None
+            if annotated_from is None:
+                annotate_bev(stage / "render_bev.png", stage / "render_bev_annotated.png",
+                             geometry, result.get("render") or {})
             trivial = transforms.trivial
             info = _info(n, result, trivial=trivial,
                          sanity="skipped (trivial transforms)" if trivial else "ok",
@@ -611,6 +661,9 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             info["render_key"] = key
             if reused is not None:
                 info["renders_reused_from"] = f"iter_{n - 1}"
+                info["island_reused_from"] = f"iter_{n - 1}"
+            if annotated_from is not None:
+                info["annotated_reused_from"] = annotated_from
             atomic.write_json(stage / "info.json", info)
             atomic.write_json(stage / "geometry.json", geometry)
             atomic.write_json(stage / "current_state.json",

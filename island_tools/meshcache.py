@@ -5,8 +5,10 @@ furniture unit rooted at ``names[i]`` in the root's LOCAL frame (the evaluated g
 the root and its subtree, instances and modifiers included, *before* the root's
 matrix_world; see ``worker.units``), ``f{i}`` int32 (m, 3) triangles, ``props_json`` (0-d
 str: JSON root name -> custom properties the pipeline reads, e.g. ``{"forward_axis": "-Y"}``)
-and ``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "parts":
-[{"object", "instance_of", "triangles"}]}``, what each unit is made of).
+``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "parts":
+[{"object", "instance_of", "triangles"}]}``, what each unit is made of) and, when the
+worker wrote it, ``source_json`` (0-d str: ``{"blend_sha256", "blender_version"}``, the
+file the units were evaluated from).
 """
 from __future__ import annotations
 
@@ -28,23 +30,36 @@ Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
-          units: dict[str, dict] | None = None) -> bytes:
+          units: dict[str, dict] | None = None, source: dict[str, Any] | None = None) -> bytes:
     arrays: dict[str, Any] = {"names": np.array(list(meshes.keys()), dtype=str)}
     for i, (verts, faces) in enumerate(meshes.values()):
         arrays[f"v{i}"] = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
         arrays[f"f{i}"] = np.asarray(faces, dtype=np.int32).reshape(-1, 3)
     arrays["props_json"] = np.array(json.dumps(props or {}, sort_keys=True))
     arrays["units_json"] = np.array(json.dumps(units or {}, sort_keys=True))
+    if source:
+        arrays["source_json"] = np.array(json.dumps(source, sort_keys=True))
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
 
 
 def save(path: str | os.PathLike[str], meshes: Meshes, props: dict[str, dict] | None = None,
-         units: dict[str, dict] | None = None) -> None:
+         units: dict[str, dict] | None = None, source: dict[str, Any] | None = None) -> None:
     from .atomic import write_bytes
 
-    write_bytes(path, dumps(meshes, props, units))
+    write_bytes(path, dumps(meshes, props, units, source))
+
+
+def load_source(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the cache was evaluated from (``{"blend_sha256", "blender_version"}``, written
+    by the worker's export), ``{}`` when it does not say or cannot be read."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            doc = json.loads(str(data["source_json"])) if "source_json" in data else {}
+    except (KeyError, OSError, EOFError, ValueError, zipfile.BadZipFile):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def load_units(path: str | os.PathLike[str]) -> dict[str, dict]:

@@ -179,6 +179,8 @@ def test_quiet_step_reuses_renders_byte_identical_to_a_rerender(group: Path, tmp
     info = _step(group, 2, settings, backend)
     fresh = _step(twin, 2, replace(settings, reuse_renders=False), backend)
     assert info["renders_reused_from"] == "iter_1" and "renders_reused_from" not in fresh
+    assert info["island_reused_from"] == info["annotated_reused_from"] == "iter_1"
+    assert "island_reused_from" not in fresh and "annotated_reused_from" not in fresh
     it1, it2 = group / "simple_refiner" / "iter_1", group / "simple_refiner" / "iter_2"
     for name in ("render_persp.png", "render_bev.png", "render_bev_annotated.png",
                  "island.blend", "geometry.json", "current_state.json"):
@@ -186,6 +188,8 @@ def test_quiet_step_reuses_renders_byte_identical_to_a_rerender(group: Path, tmp
         rerendered = (twin / "simple_refiner" / "iter_2" / name).read_bytes()
         assert mine == rerendered, f"{name}: the reused file differs from a re-render"
     assert (it2 / "render_bev.png").read_bytes() == (it1 / "render_bev.png").read_bytes()
+    for name in ("island.blend", "render_bev_annotated.png"):   # linked, not written again
+        assert os.path.samefile(it1 / name, it2 / name), name
     assert info["render"]["resolution"] == 64
 
     # Other render settings: rendered again (a 32 px image is not a 64 px one).

@@ -213,6 +213,24 @@ def test_full_run_completes_every_flagged_group(full_run: dict) -> None:
     assert findings["tv"]["findings"][0]["evidence"]["facing_error_deg"] > 170
 
 
+def test_iter0_keeps_the_rebuilt_mesh_cache_equal_to_a_fresh_export(full_run: dict,
+                                                                     tmp_path: Path) -> None:
+    """The run's init_iter0 does not export the meshes again: the cache rebuild wrote from
+    the island is kept, and it is byte for byte what exporting iter_0's island gives."""
+    for gid in FLAGGED:
+        g = full_run["scene"] / "relation_groups" / gid
+        assert load(g / "simple_refiner/iter_0/info.json")["meshes_reused"] is True
+        meta = load(g / "metadata.json")
+        island = tmp_path / gid / "island.blend"
+        island.parent.mkdir()
+        shutil.copyfile(g / "simple_refiner/iter_0/island.blend", island)
+        out = tmp_path / gid / "meshes.npz"
+        run_job({"op": "step", "blend": str(island), "members": meta["members"],
+                 "anchor_id": meta["anchor_id"], "poses": None, "render": None,
+                 "export_meshes": str(out)})
+        assert out.read_bytes() == (g / "meshes.npz").read_bytes(), gid
+
+
 def test_input_scene_hash_unchanged(full_run: dict) -> None:
     scene = full_run["scene"]
     assert sha256_file(scene / "blend/stage3-sub-planned.blend") == full_run["input_sha"]

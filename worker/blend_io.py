@@ -98,6 +98,26 @@ def _set_disabled(value: bool) -> None:
             coll.hide_viewport = value
 
 
+_OPENED: list[tuple] = []   # identity of the file the last open_blend read
+
+
+def _identity(path: Path) -> tuple:
+    st = os.stat(path)
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def opened_file_unchanged() -> str | None:
+    """The path of the open file when it is the one the last ``open_blend`` read and is on
+    disk unchanged since (same inode, size and mtime), else None."""
+    if not bpy.data.filepath or not _OPENED:
+        return None
+    path = Path(bpy.data.filepath).resolve()
+    try:
+        return str(path) if _identity(path) == _OPENED[0] else None
+    except OSError:
+        return None
+
+
 def open_blend(path: str | os.PathLike[str]) -> dict:
     """Open ``path`` with scripts disabled and every viewport-disabled object and collection
     enabled for the job (see ``_DISABLED``). Returns versions and ``autoexec_fail``."""
@@ -110,6 +130,7 @@ def open_blend(path: str | os.PathLike[str]) -> dict:
         raise WorkerError(f"Blender {blender_version()} could not open the file: {msg}",
                           file=str(path)) from None
     _enable_disabled()
+    _OPENED[:] = [_identity(path)]
     return {
         "blend": str(path),
         "blender_version": blender_version(),

@@ -9,6 +9,7 @@ what the unit is made of (``units``: parts with their triangle counts).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 
@@ -17,7 +18,7 @@ import bpy
 from island_tools import meshcache
 from island_tools.errors import GroupInputError, refusal_line
 
-from .blend_io import get_objects
+from .blend_io import get_objects, opened_file_unchanged
 from .units import geometry_refusals, refusals, unit_geometry
 
 PROP_KEYS = ("forward_axis",)
@@ -70,11 +71,29 @@ def summary(out_path: str | os.PathLike[str], meshes: dict, props: dict, units: 
     }
 
 
+def _file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def export_meshes(names: Sequence[str], out_path: str | os.PathLike[str]) -> dict:
     """Write the mesh cache for the units rooted at ``names`` atomically. Returns counts;
-    GroupInputError (one line naming object, cause and fix) if a unit is refused."""
+    GroupInputError (one line naming object, cause and fix) if a unit is refused.
+
+    The cache records what it was evaluated from (``meshcache.load_source``): the SHA-256
+    of the open file, when it is the file ``blend_io.open_blend`` last read and unchanged on
+    disk (every caller exports right after opening; root poses set since do not change the
+    units' local geometry), and the Blender version, so a later step can tell whether
+    exporting that file again would give the same cache."""
+    source = None
+    opened = opened_file_unchanged()
+    if opened is not None:   # evaluated from the file as open_blend read it
+        source = {"blend_sha256": _file_sha256(opened), "blender_version": bpy.app.version_string}
     meshes, props, units, found = collect_units(names)
     if found:
         raise GroupInputError(refusal_line(found), file=bpy.data.filepath or None)
-    meshcache.save(out_path, meshes, props, units)
+    meshcache.save(out_path, meshes, props, units, source=source)
     return summary(out_path, meshes, props, units)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -91,6 +92,35 @@ class StageContext:
             return 1
         wanted = self.options.workers or os.cpu_count() or 1
         return max(1, min(wanted, groups))
+
+    def run_jobs_side_by_side(self, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each job on its own slot (``job_slots``), all at once; the results in order.
+        Only Blender work runs in the threads (no bookkeeping). A failure is raised once
+        every job is back, the first in order; Ctrl-C / SIGTERM in the waiting thread
+        is raised at once (the threads are daemons, like ``refine``'s)."""
+        if len(specs) < 2 or self.job_slots is None:
+            return [self.run_job(spec) for spec in specs]
+        slots = self.job_slots
+        results: list[Any] = [None] * len(specs)
+        errors: list[BaseException | None] = [None] * len(specs)
+
+        def work(i: int) -> None:
+            try:
+                results[i] = slots(i)(specs[i])
+            except BaseException as exc:  # noqa: BLE001 - raised by the caller below
+                errors[i] = exc
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"jobs-{i}", daemon=True)
+                   for i in range(len(specs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+        for exc in errors:
+            if exc is not None:
+                raise exc
+        return results
 
     def with_run_job(self, run_job: RunJob) -> StageContext:
         """The same context (state, ledger, paths shared) with another ``run_job``."""

@@ -1,11 +1,14 @@
 """Stage 2, rebuild_islands: cut every flagged group out of the scene into its island.
 
 Gate (``GroupPaths.rebuilt``): the island, metadata, target spec, masked.png, mesh cache,
-forward axes and ``rounds/round_0/result.json`` are on disk. One ``scene_rebuild`` job cuts
+forward axes and ``rounds/round_0/result.json`` are on disk. ``scene_rebuild`` jobs cut
 all missing groups, each with its fixed context (``context.npz``: walls, other groups'
 units and bystanders validation found near it, never moved, never merged back); each is
 checked (poses read back from the saved island) and committed from a staging directory,
-``rounds/round_0/`` keeping the pristine copies.
+``rounds/round_0/`` keeping the pristine copies. With warm workers side by side
+(``job_slots``), the groups are split into one ``scene_rebuild`` job per worker, run at
+once; each job frames and colours its masked views from the whole scene, so the files are
+the same however the groups are split.
 """
 from __future__ import annotations
 
@@ -61,15 +64,29 @@ def rebuild_islands(ctx: StageContext) -> None:
                      "export_meshes": str(stage / "meshes.npz"),
                      "context_objects": list(owners.get(gid, []))})
     ctx.say(f"rebuild_islands: {', '.join(todo)}")
-    result = ctx.run_job({"op": "scene_rebuild", "blend": str(p.scene_blend),
-                          "groups": jobs,
-                          "masked": {"resolution": ctx.options.settings.resolution,
-                                     "context": graph.object_names}})
+    chunks = _chunks(jobs, ctx.group_workers(len(jobs)))
+    built: dict[str, Any] = {}
+    for result in ctx.run_jobs_side_by_side([
+            {"op": "scene_rebuild", "blend": str(p.scene_blend), "groups": chunk,
+             "masked": {"resolution": ctx.options.settings.resolution,
+                        "context": graph.object_names}} for chunk in chunks]):
+        built.update(result["groups"])
     for gid in todo:
-        commit_island(ctx, graph.group(gid), planned[gid], result["groups"][gid])
+        commit_island(ctx, graph.group(gid), planned[gid], built[gid])
         state.trace(f"rebuild_islands:{gid}")
     ctx.time("rebuild_islands", time.perf_counter() - t0)
     state.stage_finished("rebuild_islands", 0.0)
+
+
+def _chunks(items: list[Any], n: int) -> list[list[Any]]:
+    """``items`` in ``n`` contiguous runs of nearly equal length (order kept)."""
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for k in range(n):
+        end = start + size + (1 if k < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return [c for c in out if c]
 
 
 def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mapping[str, Any]

@@ -212,7 +212,7 @@ def rounds(ctx: StageContext, gid: str) -> None:
         report = ctx.run_group_fn()(
             gp.root, opts.policy, opts.settings, ctx.run_job, max_iter=opts.max_iter,
             progress=(lambda msg: ctx.say(f"{gid}: {msg}")) if ctx.progress else None,
-            timeout_s=opts.timeout_s)
+            timeout_s=opts.timeout_s, reuse_meshes=True)
         ctx.time("refine", time.perf_counter() - t0)
         check = contract.check_loop(gp.root, opts.max_iter)
         for row in check.iterations:
