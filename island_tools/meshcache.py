@@ -8,7 +8,9 @@ str: JSON root name -> custom properties the pipeline reads, e.g. ``{"forward_ax
 ``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "parts":
 [{"object", "instance_of", "triangles"}]}``, what each unit is made of) and, when the
 worker wrote it, ``source_json`` (0-d str: ``{"blend_sha256", "blender_version"}``, the
-file the units were evaluated from).
+file the units were evaluated from). Units with identical arrays (six linked-duplicate
+chairs) are stored once: ``aliases_json`` (0-d str: JSON entry index -> the index of the
+earlier entry whose ``v``/``f`` it shares); loaded, they share read-only arrays.
 """
 from __future__ import annotations
 
@@ -32,9 +34,22 @@ Meshes = dict[str, tuple[np.ndarray, np.ndarray]]
 def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
           units: dict[str, dict] | None = None, source: dict[str, Any] | None = None) -> bytes:
     arrays: dict[str, Any] = {"names": np.array(list(meshes.keys()), dtype=str)}
+    seen: dict[str, int] = {}
+    aliases: dict[str, int] = {}
     for i, (verts, faces) in enumerate(meshes.values()):
-        arrays[f"v{i}"] = np.asarray(verts, dtype=np.float64).reshape(-1, 3)
-        arrays[f"f{i}"] = np.asarray(faces, dtype=np.int32).reshape(-1, 3)
+        v = np.ascontiguousarray(verts, dtype=np.float64).reshape(-1, 3)
+        f = np.ascontiguousarray(faces, dtype=np.int32).reshape(-1, 3)
+        digest = hashlib.sha1(v.tobytes())
+        digest.update(f.tobytes())
+        digest.update(repr((v.shape, f.shape)).encode())
+        first = seen.setdefault(digest.hexdigest(), i)
+        if first != i and np.array_equal(arrays[f"v{first}"], v) \
+                and np.array_equal(arrays[f"f{first}"], f):
+            aliases[str(i)] = first   # the same arrays as an earlier unit: stored once
+            continue
+        arrays[f"v{i}"], arrays[f"f{i}"] = v, f
+    if aliases:
+        arrays["aliases_json"] = np.array(json.dumps(aliases, sort_keys=True))
     arrays["props_json"] = np.array(json.dumps(props or {}, sort_keys=True))
     arrays["units_json"] = np.array(json.dumps(units or {}, sort_keys=True))
     if source:
@@ -77,8 +92,18 @@ def load(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
     try:
         with np.load(path, allow_pickle=False) as data:
             names = [str(n) for n in data["names"]]
+            aliases = json.loads(str(data["aliases_json"])) if "aliases_json" in data else {}
             meshes: Meshes = {}
             for i, name in enumerate(names):
+                first = aliases.get(str(i))
+                if first is not None:
+                    if not isinstance(first, int) or not 0 <= first < i:
+                        raise ValueError(f"mesh '{name}' is an alias of entry {first!r}")
+                    verts, faces = meshes[names[first]]
+                    verts.setflags(write=False)   # shared by both names: nobody edits it
+                    faces.setflags(write=False)
+                    meshes[name] = (verts, faces)
+                    continue
                 verts = np.asarray(data[f"v{i}"], dtype=np.float64)
                 faces = np.asarray(data[f"f{i}"], dtype=np.int64)
                 if verts.ndim != 2 or verts.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3:

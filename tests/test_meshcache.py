@@ -118,3 +118,37 @@ def test_what_is_derived_does_not_depend_on_which_variant_came_first(monkeypatch
 
     for got, want in zip(kept(raw, blender), kept(blender, blender)):
         assert np.array_equal(got, want)
+
+
+def test_identical_units_are_stored_once_and_share_read_only_arrays(tmp_path) -> None:
+    rng = np.random.default_rng(3)
+    chair = (rng.normal(size=(5000, 3)), rng.integers(0, 5000, size=(9000, 3)))
+    table = (rng.normal(size=(40, 3)), rng.integers(0, 40, size=(60, 3)))
+    near = (chair[0] + 1e-12, chair[1])          # not the same arrays: stored on its own
+    one, six = tmp_path / "one.npz", tmp_path / "six.npz"
+    meshcache.save(one, {"table": table, "chair_1": chair})
+    meshcache.save(six, {"table": table, **{f"chair_{i}": chair for i in range(1, 6)},
+                         "chair_6": near})
+    # five identical chairs cost one chair (+ the near copy), not five
+    assert six.stat().st_size < 2.2 * one.stat().st_size
+    meshes, _ = meshcache.load(six)
+    assert list(meshes) == ["table", *(f"chair_{i}" for i in range(1, 7))]
+    for i in range(1, 6):
+        v, f = meshes[f"chair_{i}"]
+        assert np.array_equal(v, chair[0]) and np.array_equal(f, chair[1])
+        assert v is meshes["chair_1"][0] and not v.flags.writeable
+    assert np.array_equal(meshes["chair_6"][0], near[0])
+    assert meshes["chair_6"][0] is not meshes["chair_1"][0]
+
+
+def test_an_alias_to_a_later_or_missing_entry_is_malformed(tmp_path) -> None:
+    import io
+    import json
+
+    path = tmp_path / "m.npz"
+    buf = io.BytesIO()
+    np.savez(buf, names=np.array(["a", "b"]), v1=np.zeros((3, 3)),
+             f1=np.zeros((1, 3), dtype=np.int32), aliases_json=np.array(json.dumps({"0": 1})))
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(ValueError, match="alias"):
+        meshcache.load(path)
