@@ -635,7 +635,7 @@ def _finalize(group: Group, n: int) -> None:
     doc = read_object(path, TransformsError, "transforms.json", "rerun the group")
     doc["final"] = True
     atomic.write_json(path, doc)
-    atomic.copy_file(group.iter_dir(n) / "island.blend", group.root / "island.blend")
+    atomic.link_or_copy(group.iter_dir(n) / "island.blend", group.root / "island.blend")
 
 
 def promote_final(group_dir: str | os.PathLike[str], n: int | None = None) -> int:

@@ -1,4 +1,9 @@
-"""Atomic writes: temp file in the same directory, fsync, then rename over the target."""
+"""Atomic writes: temp file in the same directory, fsync, then rename over the target.
+
+Nothing the project writes is ever rewritten in place (every writer, Blender's saves
+included, renames a new file over the old one), so a finished file can be shared by hard
+links (``link_or_copy``): an iteration's island.blend with the next quiet iteration, the
+group's island with the iteration it was promoted from."""
 from __future__ import annotations
 
 import json
@@ -81,3 +86,26 @@ def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
+    """``dst`` becomes ``src``'s file: a hard link renamed over ``dst`` (atomic, no bytes
+    copied), or ``copy_file`` where the filesystem has no links (another device, FAT, a
+    refusing mount). Returns ``"linked"`` or ``"copied"``."""
+    dst = Path(dst)
+    fd, tmp = _tmp_in(dst.parent, dst.name)
+    os.close(fd)
+    os.unlink(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        copy_file(src, dst)
+        return "copied"
+    try:
+        os.replace(tmp, dst)
+    except BaseException as exc:
+        _name(exc, dst)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    return "linked"

@@ -808,7 +808,7 @@ class GeometryContext:
                 continue
             nearest = min(found, key=found.__getitem__)
             m["obstacle_clearance_m"], m["nearest_obstacle"] = found[nearest], nearest
-            obj = self._collision_object(placed[name])
+            obj = None   # the member's BVH, built only when a footprint overlap needs it
             lo, hi = placed[name].hull.min(axis=0), placed[name].hull.max(axis=0)
             for other, d in found.items():
                 if d >= -PENETRATION_MIN_DEPTH_M:
@@ -816,6 +816,8 @@ class GeometryContext:
                 near = _near_triangles(by_name[other], lo, hi)
                 if near is None:
                     continue
+                if obj is None:
+                    obj = self._collision_object(placed[name])
                 request, result = fcl.CollisionRequest(), fcl.CollisionResult()
                 if fcl.collide(obj, near, request, result) > 0:
                     m["obstacle_penetrations"][other] = -d

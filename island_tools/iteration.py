@@ -283,22 +283,12 @@ def _reuse_renders(group: Group, n: int, transforms: Transforms, key: str, stage
             (prev_dir / f).is_file() for f in RENDER_FILES):
         return None
     for name in RENDER_FILES:
-        _link_or_copy(prev_dir / name, stage / name)
+        atomic.link_or_copy(prev_dir / name, stage / name)
     render = {**render, "persp": str(stage / RENDER_FILES[0]),
               "bev": str(stage / RENDER_FILES[1])}
     return {"render": render, "blender_version": prev_info.get("blender_version"),
             "file_version": prev_info.get("file_version"),
             "autoexec_fail": prev_info.get("autoexec_fail"), "timings_s": None}
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    """A finished iteration's file into a staging directory: a hard link (nothing rewrites
-    an iteration's files in place: every writer renames a new file over the old one), or a
-    copy where the filesystem has no links."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
 
 
 def _reuse_annotated(group: Group, n: int, geometry: dict[str, Any], stage: Path
@@ -317,7 +307,7 @@ def _reuse_annotated(group: Group, n: int, geometry: dict[str, Any], stage: Path
             json.loads(atomic.dumps_json({**prev, "iter": geometry.get("iter")})) != \
             json.loads(atomic.dumps_json(geometry)):
         return None
-    _link_or_copy(annotated, stage / "render_bev_annotated.png")
+    atomic.link_or_copy(annotated, stage / "render_bev_annotated.png")
     return f"iter_{n - 1}"
 
 
@@ -488,7 +478,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         t0 = time.perf_counter()
         iter_stage = stage / "iter_0"
         iter_stage.mkdir()
-        atomic.copy_file(island, iter_stage / "island.blend")
+        atomic.link_or_copy(island, iter_stage / "island.blend")
         base_job = {"op": "step", "blend": str(iter_stage / "island.blend"),
                     "members": list(group.metadata.members),
                     "anchor_id": group.metadata.anchor_id, "poses": None}
@@ -630,10 +620,10 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
                 # stand.
                 _log(progress, f"[iter_step] iter_{n}: nothing moves; iter_{n - 1}'s renders "
                                "reused")
-                _link_or_copy(previous, blend)
+                atomic.link_or_copy(previous, blend)
                 result, read_back = reused, prev
-            else:
-                atomic.copy_file(previous, blend)
+            else:   # the worker saves the moved poses over the link (a new file)
+                atomic.link_or_copy(previous, blend)
                 _log(progress, f"[iter_step] iter_{n}: applying {len(transforms.members)} "
                                "member delta(s), saving, rendering")
                 result = run_job({"op": "step", "blend": str(blend),

@@ -120,7 +120,7 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
     if round0.exists():
         shutil.rmtree(round0)
     round0.mkdir(parents=True)
-    atomic.copy_file(stage / "island.blend", round0 / "island.blend")
+    atomic.link_or_copy(stage / "island.blend", round0 / "island.blend")
     atomic.copy_file(stage / "metadata.json", round0 / "metadata.json")
     atomic.copy_file(gp.target_spec, round0 / "target_spec.json")
     atomic.write_json(round0 / "poses.json", poses_doc(read_back))

@@ -298,7 +298,7 @@ def write_round(ctx: StageContext, gid: str, k: int, record: dict[str, Any], isl
         shutil.rmtree(rdir)
     rdir.mkdir(parents=True)
     if island:
-        atomic.copy_file(gp.island, rdir / "island.blend")
+        atomic.link_or_copy(gp.island, rdir / "island.blend")
         assert poses is not None
         atomic.write_json(rdir / "poses.json", poses_doc(poses))
         record["island_sha256"] = sha256_file(rdir / "island.blend")
