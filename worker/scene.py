@@ -230,21 +230,17 @@ def _masked_budgets(geometry: Mapping[str, Any], resolution: int) -> dict[str, i
     proxies' own ``RENDER_MAX_TRIANGLES``). The masked view frames the whole scene, so a
     chair there spans a dozen pixels: drawn at the group views' budget, 16 groups of
     200k-triangle chairs cost seconds per render for detail no pixel shows."""
-    boxes = {}
-    for root, g in geometry.items():
-        if len(g.vertices):
-            m = np.array(bpy.data.objects[root].matrix_world, dtype=float)
-            lo, hi = g.vertices.min(axis=0), g.vertices.max(axis=0)
-            corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
-                                for z in (lo[2], hi[2])])
-            boxes[root] = corners @ m[:3, :3].T + m[:3, 3]
+    world = owner_boxes(list(geometry))   # evaluated bounds, no pass over the vertices
+    boxes = {root: world[root] for root, g in geometry.items()
+             if len(g.vertices) and root in world}
     if not boxes:
         return {}
-    pts = np.vstack(list(boxes.values()))
-    metres_per_px = (float(np.ptp(pts[:, :2], axis=0).max()) + 2.0 * MASKED_MARGIN_M) / resolution
-    out = {}
-    for root, c in boxes.items():
-        px = float(np.ptp(c[:, :2], axis=0).max()) / metres_per_px
+    lo = np.min([b[0] for b in boxes.values()], axis=0)
+    hi = np.max([b[1] for b in boxes.values()], axis=0)
+    metres_per_px = (float((hi - lo)[:2].max()) + 2.0 * MASKED_MARGIN_M) / resolution
+    out = {root: RENDER_MAX_TRIANGLES for root in geometry}
+    for root, (b_lo, b_hi) in boxes.items():
+        px = float((b_hi - b_lo)[:2].max()) / metres_per_px
         out[root] = int(min(RENDER_MAX_TRIANGLES,
                             max(MASKED_MIN_TRIANGLES, MASKED_TRIANGLES_PER_PX2 * px * px)))
     return out

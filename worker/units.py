@@ -368,8 +368,12 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
             if not len(tris):
                 continue
             root = owner[top.name]
-            m = to_root[root] @ _np(inst.matrix_world)
-            chunks[root].append((verts @ m[:3, :3].T + m[:3, 3], tris,
+            if top.name == root and not inst.is_instance:
+                part = verts   # the root's own mesh is in the root's frame already
+            else:
+                m = to_root[root] @ _np(inst.matrix_world)
+                part = verts @ m[:3, :3].T + m[:3, 3]
+            chunks[root].append((part, tris,
                                  {"object": top.name,
                                   "instance_of": source.name if inst.is_instance else None,
                                   "triangles": int(len(tris))}))
