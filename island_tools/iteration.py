@@ -169,6 +169,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def same_bytes(a: Path, b: Path) -> bool:
+    """Do the two files hold the same bytes? One file under two names (hard links: an
+    island promoted or reused by link) is without reading it; different sizes are not;
+    else their SHA-256 decide."""
+    sa, sb = os.stat(a), os.stat(b)
+    if (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino):
+        return True
+    if sa.st_size != sb.st_size:
+        return False
+    return sha256_file(a) == sha256_file(b)
+
+
 def _poses_from_job(result: dict[str, Any], members: tuple[str, ...]) -> dict[str, np.ndarray]:
     poses = result.get("poses") or {}
     missing = [m for m in members if m not in poses]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IslandError
-from ..iteration import REFINER_DIR, is_complete, sha256_file
+from ..iteration import REFINER_DIR, is_complete, same_bytes
 from ..jsonio import read_object
 from ..schemas import load_metadata, load_transforms
 
@@ -116,11 +116,10 @@ def check_loop(group_dir: Path, max_iter: int) -> LoopCheck:
         return broken(f"the last iteration iter_{final} is not marked final")
     if final > max_iter:
         return broken(f"{final} iterations exceed max_iter {max_iter}")
-    first_sha = sha256_file(refiner / "iter_0" / "island.blend")
-    last = sha256_file(refiner / f"iter_{final}" / "island.blend")
-    if first_sha == last:
+    last = refiner / f"iter_{final}" / "island.blend"
+    if same_bytes(refiner / "iter_0" / "island.blend", last):
         return broken(f"iter_0 and iter_{final} island.blend are byte-identical (no-op refiner)")
     promoted = group_dir / "island.blend"
-    if not promoted.is_file() or sha256_file(promoted) != last:
+    if not promoted.is_file() or not same_bytes(promoted, last):
         return broken(f"iter_{final}/island.blend was not promoted to island.blend")
     return LoopCheck(True, None, final, nonempty, rows)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import atomic, frames
 from ..errors import EXIT_INTERNAL, IslandError
-from ..iteration import REFINER_DIR, sha256_file
+from ..iteration import REFINER_DIR, same_bytes, sha256_file
 from ..jsonio import read_object
 from . import contract, verify
 from .context import StageContext
@@ -119,7 +119,7 @@ def group_gate(ctx: StageContext, gid: str, terminal: str) -> bool:
     g = ctx.scene_state.group(gid)
     k = int(g.get("accepted_round", -1))
     return (k >= 0 and gp.round_done(k) and gp.verification.is_file() and gp.island.is_file()
-            and sha256_file(gp.island) == sha256_file(gp.round(k) / "island.blend"))
+            and same_bytes(gp.island, gp.round(k) / "island.blend"))
 
 
 def reset_group(ctx: StageContext, gid: str) -> None:
