@@ -11,24 +11,33 @@ Two modes side by side on copies of the same scenes, interleaved per scene size:
 * ``after``: the defaults - groups side by side, one warm worker per core, and a step that
   moves nothing links the previous iteration's renders.
 
+Each scene size runs ``--scene-repeat`` times (default 3; 1 with ``--quick``), low- and
+high-poly in both modes back to back per repetition, and the median wall is reported (all
+walls are in the JSON), so a ratio compares runs taken moments apart on a machine whose
+speed drifts by 10-15 % from minute to minute.
+
 The unit is one warm ``iter_step.py`` call (a fresh CLI process through the step host and
 warm worker, re-stepping iteration 1 of the long_table_6 fixture: two members moved, both
 views rendered) at the same resolution, median of ``--repeat``. Reported per run: wall
 seconds, seconds per group, groups per minute, the ratio (seconds per group) / (seconds per
-warm iter_step call), each warm worker's peak RSS (VmHWM) after the run, and the largest
-peak RSS of the pipeline processes (``RUSAGE_CHILDREN``). Every mode has its own daemon
-directory whose workers are started by an untimed 2-group run first (a scene run then
-pays no Blender start-up, as on a machine where the workers are warm). Each run's outcome
-(groups completed, verdicts) is checked to be the same in both modes.
+warm iter_step call), each warm worker's peak RSS (VmHWM) after the runs of that size, and
+the pipeline process's own peak RSS (its VmHWM, sampled every 20 ms while it runs: a
+child's ``ru_maxrss`` would include this process's, inherited at fork; the largest of the
+repetitions). Every mode has its own daemon directory whose workers are started by an
+untimed 2-group run first (a scene run then pays no Blender start-up, as on a machine
+where the workers are warm). Each run's outcome (groups completed, verdicts) is checked to
+be the same in both modes and in every repetition.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,18 +73,26 @@ def _run_scene(scene: Path, resolution: int, flags: list[str], config: Path, ddi
     cmd = [sys.executable, "scripts/refine_scene.py", "run", "--scene-dir", str(scene),
            "--resolution", str(resolution), "--config", str(config), "--quiet", *flags]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    reader.start()
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, _hwm_mb(proc.pid) or 0.0)
+        time.sleep(0.02)
     wall = time.perf_counter() - t0
+    reader.join()
     state = json.loads((scene / "state.json").read_text())
     if proc.returncode != 0:
         raise RuntimeError(f"island-refine run exited {proc.returncode}: "
-                           f"{err.strip().splitlines()[-3:]}")
+                           f"{''.join(err).strip().splitlines()[-3:]}")
     verdicts = {gid: (g.get("verification") or {}).get("verdict")
                 for gid, g in sorted(state["groups"].items())}
     return {"wall_s": round(wall, 3), "completed": len(state.get("islands_completed", [])),
-            "failed": len(state.get("islands_failed", [])), "verdicts": verdicts}
+            "failed": len(state.get("islands_failed", [])), "verdicts": verdicts,
+            "pipeline_peak_rss_mb": round(peak, 1)}
 
 
 def _worker_hwm(ddir: Path) -> dict[str, float | None]:
@@ -96,6 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     resolution = QUICK_RESOLUTION if quick else int(args.resolution)
     repeat = max(3, int(getattr(args, "repeat", 5)))
+    scene_repeat = 1 if quick else max(1, int(getattr(args, "scene_repeat", 3)))
     work = Path(args.work) / "scene"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -130,13 +148,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             scene = work / f"warm_{mode}"
             shutil.copytree(warm, scene)
             _run_scene(scene, resolution, flags, configs[mode], ddirs[mode])
-        for hp in (False, True):
-            for n in sizes:
+        for n in sizes:
+            # Interleaved: each repetition runs low- and high-poly in both modes back to
+            # back, so a ratio compares runs taken moments apart; medians over repetitions.
+            walls: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+            for _ in range(scene_repeat):
+                for hp in (False, True):
+                    for mode, (flags, _) in MODES.items():
+                        scene = work / f"run_{n}_{int(hp)}_{mode}"
+                        shutil.copytree(templates[(n, hp)], scene)
+                        r = _run_scene(scene, resolution, flags, configs[mode], ddirs[mode])
+                        walls.setdefault((hp, mode), []).append(r)
+                        shutil.rmtree(scene, ignore_errors=True)
+            for hp in (False, True):
                 outcome: dict[str, Any] = {}
-                for mode, (flags, _) in MODES.items():
-                    scene = work / f"run_{n}_{int(hp)}_{mode}"
-                    shutil.copytree(templates[(n, hp)], scene)
-                    r = _run_scene(scene, resolution, flags, configs[mode], ddirs[mode])
+                for mode in MODES:
+                    runs = walls[(hp, mode)]
+                    outcomes = {(r["completed"], r["failed"], json.dumps(r["verdicts"]))
+                                for r in runs}
+                    if len(outcomes) != 1:
+                        raise RuntimeError(f"{n} groups (high-poly {hp}, {mode}): repetitions "
+                                           f"disagree: {outcomes}")
+                    r = dict(runs[0])
+                    r["wall_s"] = round(statistics.median(x["wall_s"] for x in runs), 3)
+                    r["wall_s_all"] = [x["wall_s"] for x in runs]
+                    r["pipeline_peak_rss_mb"] = max(x["pipeline_peak_rss_mb"] for x in runs)
                     hwm = _worker_hwm(ddirs[mode])
                     per_group = r["wall_s"] / n
                     entry = {"groups": n, "high_poly": hp, "mode": mode, **r,
@@ -151,8 +187,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  round(60.0 * n / r["wall_s"], 1),
                                  round(per_group / unit["median"], 2),
                                  max((v for v in hwm.values() if v), default=None),
+                                 r["pipeline_peak_rss_mb"],
                                  f"{r['completed']} ok, {r['failed']} failed"])
-                    shutil.rmtree(scene, ignore_errors=True)
                 if outcome["before"] != outcome["after"]:
                     raise RuntimeError(f"{n} groups (high-poly {hp}): the modes disagree: "
                                        f"{outcome}")
@@ -177,5 +213,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             notes.append(f"{n} group(s), low-poly: before / after wall = "
                          f"{b['wall_s'] / a['wall_s']:.2f}x")
     return {"columns": ["scene", "mode", "wall s", "s / group", "groups / min",
-                        "s/group per warm iter_step", "worker peak RSS MiB", "outcome"],
+                        "s/group per warm iter_step", "worker peak RSS MiB",
+                        "pipeline peak RSS MiB", "outcome"],
             "rows": rows, "notes": notes, "data": data}

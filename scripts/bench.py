@@ -60,6 +60,8 @@ def _main(argv: list[str] | None) -> int:
                     help="run only these sections (repeatable); default: all available")
     ap.add_argument("--repeat", type=int, default=5, help="timed repetitions (median of N)")
     ap.add_argument("--resolution", type=int, default=512)
+    ap.add_argument("--scene-repeat", type=int, default=3,
+                    help="scene section: runs per scene and mode (median; 1 with --quick)")
     ap.add_argument("--blender-bin", default=None, help="Blender binary for binary-path rows")
     ap.add_argument("--work", default=str(REPO_ROOT / "out" / "bench"), help="scratch dir")
     ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
