@@ -36,7 +36,12 @@ def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
     arrays: dict[str, Any] = {"names": np.array(list(meshes.keys()), dtype=str)}
     seen: dict[str, int] = {}
     aliases: dict[str, int] = {}
+    same: dict[tuple[int, int], int] = {}   # the very same array objects: no hashing
     for i, (verts, faces) in enumerate(meshes.values()):
+        first = same.setdefault((id(verts), id(faces)), i)
+        if first != i:
+            aliases[str(i)] = first
+            continue
         v = np.ascontiguousarray(verts, dtype=np.float64).reshape(-1, 3)
         f = np.ascontiguousarray(faces, dtype=np.int32).reshape(-1, 3)
         digest = hashlib.sha1(v.tobytes())

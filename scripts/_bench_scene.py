@@ -20,7 +20,8 @@ The unit is one warm ``iter_step.py`` call (a fresh CLI process through the step
 warm worker, re-stepping iteration 1 of the long_table_6 fixture: two members moved, both
 views rendered) at the same resolution, median of ``--repeat``. Reported per run: wall
 seconds, seconds per group, groups per minute, the ratio (seconds per group) / (seconds per
-warm iter_step call), each warm worker's peak RSS (VmHWM) after the runs of that size, and
+warm iter_step call), each warm worker's peak RSS during the run (VmHWM, reset before it
+through ``clear_refs``; the largest of the repetitions), and
 the pipeline process's own peak RSS (its VmHWM, sampled every 20 ms while it runs: a
 child's ``ru_maxrss`` would include this process's, inherited at fork; the largest of the
 repetitions). Every mode has its own daemon directory whose workers are started by an
@@ -95,6 +96,19 @@ def _run_scene(scene: Path, resolution: int, flags: list[str], config: Path, ddi
             "pipeline_peak_rss_mb": round(peak, 1)}
 
 
+def _reset_hwm(ddir: Path) -> None:
+    """Reset each running warm worker's peak RSS (``clear_refs`` 5), so the next reading is
+    the peak of the next run alone."""
+    from worker import daemon
+
+    for e in daemon.status(ddir):
+        if e.get("running"):
+            try:
+                Path(f"/proc/{e['pid']}/clear_refs").write_text("5")
+            except OSError:
+                pass
+
+
 def _worker_hwm(ddir: Path) -> dict[str, float | None]:
     from worker import daemon
 
@@ -157,7 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for mode, (flags, _) in MODES.items():
                         scene = work / f"run_{n}_{int(hp)}_{mode}"
                         shutil.copytree(templates[(n, hp)], scene)
+                        _reset_hwm(ddirs[mode])
                         r = _run_scene(scene, resolution, flags, configs[mode], ddirs[mode])
+                        r["worker_peak_rss_mb"] = _worker_hwm(ddirs[mode])
                         walls.setdefault((hp, mode), []).append(r)
                         shutil.rmtree(scene, ignore_errors=True)
             for hp in (False, True):
@@ -173,13 +189,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     r["wall_s"] = round(statistics.median(x["wall_s"] for x in runs), 3)
                     r["wall_s_all"] = [x["wall_s"] for x in runs]
                     r["pipeline_peak_rss_mb"] = max(x["pipeline_peak_rss_mb"] for x in runs)
-                    hwm = _worker_hwm(ddirs[mode])
+                    hwm: dict[str, float | None] = {}
+                    for x in runs:   # each worker's largest peak over the repetitions
+                        for key, mb in x["worker_peak_rss_mb"].items():
+                            hwm[key] = max(filter(None, (hwm.get(key), mb)), default=None)
                     per_group = r["wall_s"] / n
+                    r["worker_peak_rss_mb"] = hwm
                     entry = {"groups": n, "high_poly": hp, "mode": mode, **r,
                              "seconds_per_group": round(per_group, 3),
                              "groups_per_minute": round(60.0 * n / r["wall_s"], 2),
-                             "ratio_to_warm_iter_step": round(per_group / unit["median"], 2),
-                             "worker_peak_rss_mb": hwm}
+                             "ratio_to_warm_iter_step": round(per_group / unit["median"], 2)}
                     data["runs"].append(entry)
                     outcome[mode] = (r["completed"], r["failed"], r["verdicts"])
                     rows.append([f"{n} group(s), {'high' if hp else 'low'}-poly", mode,

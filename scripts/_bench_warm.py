@@ -237,10 +237,11 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
             cmd = [sys.executable, "scripts/iter_step.py", "--group-dir", str(group), "--iter",
                    str(n), "--resolution", str(resolution), "--quiet"]
             seconds.append(run_timed(cmd, env=env))
-            if not pids:
+            if len(pids) < 2:   # both processes, whichever shows up in the listing first
                 for e in daemon.status(ddir):
                     if e.get("running"):
-                        pids["host" if e["key"].startswith("host-") else "worker"] = e["pid"]
+                        pids.setdefault("host" if e["key"].startswith("host-") else "worker",
+                                        e["pid"])
             for kind, pid in pids.items():
                 rss[kind].append(daemon.rss_mb(pid) or math.nan)
             if n > 2:  # keep the disk footprint small: only the last iterations are needed
@@ -248,9 +249,16 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
         alive = {kind: daemon.pid_alive(pid) for kind, pid in pids.items()}
     finally:
         daemon.shutdown_all(ddir)
-    rows, data = [], {"step_seconds": stats(seconds), "same_processes": alive}
+    rows: list[list[Any]] = []
+    data: dict[str, Any] = {"step_seconds": stats(seconds), "same_processes": alive}
     for kind, label in (("worker", "warm worker (Blender)"), ("host", "step host (Python)")):
         values = rss[kind]
+        if len(values) < reference:   # said, not skipped silently
+            rows.append([f"{label} RSS", None, None, None, iterations,
+                         f"NOT MEASURED: the process was found in {len(values)} of "
+                         f"{iterations} iterations"])
+            data[kind] = {"rss_mb": values, "growth": None}
+            continue
         ref, last = values[reference - 1], values[-1]
         growth = (last - ref) / ref
         rows.append([f"{label} RSS at iteration {reference} / {iterations}", round(ref, 1),

@@ -342,6 +342,7 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
         to_root = {root: np.linalg.inv(_np(objs[0].evaluated_get(depsgraph).matrix_world))
                    for root, objs in units.items()}
         cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        shared: dict[str, str | None] = {}   # root -> its own shared mesh's key
         for inst in depsgraph.object_instances:
             ob = inst.object
             if inst.is_instance:
@@ -368,7 +369,8 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
             if not len(tris):
                 continue
             root = owner[top.name]
-            if top.name == root and not inst.is_instance:
+            own = top.name == root and not inst.is_instance
+            if own:
                 part = verts   # the root's own mesh is in the root's frame already
             else:
                 m = to_root[root] @ _np(inst.matrix_world)
@@ -377,8 +379,16 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
                                  {"object": top.name,
                                   "instance_of": source.name if inst.is_instance else None,
                                   "triangles": int(len(tris))}))
+            shared[root] = key if own and key is not None else None
     out = {}
+    # A unit that is its root's own shared mesh and nothing else (96 linked-duplicate chairs)
+    # gets the one pair of arrays, read-only: a scene's units cost memory per distinct mesh.
+    finished: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for root, parts in chunks.items():
+        key = shared.get(root) if len(parts) == 1 else None
+        if key is not None and key in finished:
+            out[root] = UnitGeometry(*finished[key], [p for _, _, p in parts])
+            continue
         if parts:
             offsets = np.cumsum([0] + [len(v) for v, _, _ in parts[:-1]])
             # At Blender's own precision: the parts' float32 vertices carried through float64
@@ -391,6 +401,10 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
                 np.int32)
         else:
             verts, tris = np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int32)
+        if key is not None:
+            verts.setflags(write=False)
+            tris.setflags(write=False)
+            finished[key] = (verts, tris)
         out[root] = UnitGeometry(verts, tris, [p for _, _, p in parts])
     return out
 
