@@ -303,7 +303,7 @@ def _reuse_renders(group: Group, n: int, transforms: Transforms, key: str, stage
             "autoexec_fail": prev_info.get("autoexec_fail"), "timings_s": None}
 
 
-def _reuse_annotated(group: Group, n: int, geometry: dict[str, Any], stage: Path
+def _reuse_annotated(group: Group, n: int, geometry_text: str, stage: Path
                      ) -> str | None:
     """For a step whose renders were reused: link iter_(N-1)'s annotated BEV when its
     geometry.json is this one but for the iteration number (the annotation is drawn from
@@ -315,9 +315,9 @@ def _reuse_annotated(group: Group, n: int, geometry: dict[str, Any], stage: Path
         prev = json.loads((prev_dir / "geometry.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    geometry = json.loads(geometry_text)   # what geometry.json will hold
     if not annotated.is_file() or not isinstance(prev, dict) or \
-            json.loads(atomic.dumps_json({**prev, "iter": geometry.get("iter")})) != \
-            json.loads(atomic.dumps_json(geometry)):
+            {**prev, "iter": geometry.get("iter")} != geometry:
         return None
     atomic.link_or_copy(annotated, stage / "render_bev_annotated.png")
     return f"iter_{n - 1}"
@@ -651,7 +651,8 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             sanity_check(n, transforms, prev, planned, read_back, iter_dir / "island.blend")
             _log(progress, f"[iter_step] iter_{n}: geometry")
             geometry = _geometry(group, meshes, axes, read_back, n)
-            annotated_from = _reuse_annotated(group, n, geometry, stage) \
+            geometry_text = atomic.dumps_json(geometry)
+            annotated_from = _reuse_annotated(group, n, geometry_text, stage) \
                 if reused is not None else None
             if annotated_from is None:
                 annotate_bev(stage / "render_bev.png", stage / "render_bev_annotated.png",
@@ -667,7 +668,7 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             if annotated_from is not None:
                 info["annotated_reused_from"] = annotated_from
             atomic.write_json(stage / "info.json", info)
-            atomic.write_json(stage / "geometry.json", geometry)
+            atomic.write_bytes(stage / "geometry.json", geometry_text.encode("utf-8"))
             atomic.write_json(stage / "current_state.json",
                               current_state_doc(group, n, read_back, meshes))
             _install_iteration(stage, iter_dir)

@@ -213,8 +213,10 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
     from island_tools.iteration import sha256_file
     from worker import daemon
 
-    ddir = work / "daemon_rss"
-    ddir.mkdir(parents=True, exist_ok=True)
+    ddir = work / "daemon_rss"   # private (0700): a directory open to others is not used
+    shutil.rmtree(ddir, ignore_errors=True)
+    ddir.mkdir(parents=True, mode=0o700)
+    os.chmod(ddir, 0o700)
     config = work / "rss_config.yaml"  # no recycling during the loop: growth must show
     config.write_text("daemon_idle_s: 600\ndaemon_max_jobs: 1000000\n"
                       "daemon_max_rss_mb: 1000000\nblender_bin: bpy\n")
