@@ -16,6 +16,7 @@ part of their first task). Each row is the median of up to 3 runs (``--repeat``)
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import time
 from pathlib import Path
@@ -29,6 +30,13 @@ RESOLUTION, QUICK_RESOLUTION = 256, 64
 MAX_REPEAT = 3
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine since boot (``/proc/stat``)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def _one_batch(template: Path, root: Path, n_scenes: int, workers: int, options: Any
                ) -> dict[str, Any]:
     from scripts.batch import ClusterOptions, execute
@@ -38,17 +46,22 @@ def _one_batch(template: Path, root: Path, n_scenes: int, workers: int, options:
         shutil.copytree(template, root / f"scene_{i}")
         scenes.append(str(root / f"scene_{i}"))
     ready: list[float] = []
+    busy0, total0 = _cpu_ticks()
     t0 = time.monotonic()
     result = execute(scenes, options, ClusterOptions(spec="local", workers=workers),
                      argv=["bench"], quiet=True,
                      on_client=lambda client: ready.append(time.monotonic()))
     wall = time.monotonic() - t0
+    busy1, total1 = _cpu_ticks()
+    cpus = os.cpu_count() or 1
+    cores_busy = cpus * (busy1 - busy0) / max(total1 - total0, 1)
     start = ready[0] - t0 if ready else 0.0
     islands = result.islands_refined
     return {"wall_s": round(wall, 3), "cluster_start_s": round(start, 3), "islands": islands,
             "islands_failed": sum(s.islands_failed for s in result.scenes),
             "islands_per_minute": 60.0 * islands / wall,
             "islands_per_minute_after_start": 60.0 * islands / (wall - start),
+            "cores_busy": round(cores_busy, 2),
             "scene_exit_codes": {s.scene_id: s.exit_code for s in result.scenes},
             "exit_code": result.exit_code}
 
@@ -74,7 +87,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for workers in (1, 2):
             runs[workers].append(_one_batch(template, work / f"r{rep}_w{workers}", n_scenes,
                                             workers, options))
-    rows, data = [], {}
+    rows: list[list[Any]] = []
+    data: dict[str, Any] = {}
     for workers, results in runs.items():
         median = sorted(results, key=lambda r: r["islands_per_minute"])[len(results) // 2]
         spread = [round(r["islands_per_minute"], 1) for r in results]
@@ -82,7 +96,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      round(median["wall_s"], 1), round(median["cluster_start_s"], 1),
                      round(median["islands_per_minute"], 2),
                      round(median["islands_per_minute_after_start"], 2),
-                     f"{min(spread)}-{max(spread)}"])
+                     f"{min(spread)}-{max(spread)}", median["cores_busy"]])
         data[f"workers_{workers}"] = {"median": median, "runs": results}
     speedup = rows[1][6] / rows[0][6] if rows[0][6] else None
     data["speedup_2_vs_1"] = round(speedup, 3) if speedup else None
@@ -93,6 +107,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
              "the orchestrator (scheduler, polling) shares the cores with the workers"]
     notes.append(f"median of {reps} interleaved run(s) per row; range = islands/min over "
                  "the runs")
+    one = data["workers_1"]["median"]["cores_busy"]
+    cpus = os.cpu_count() or 1
+    notes.append(f"cores busy = the machine's mean busy CPUs during the run (/proc/stat; all "
+                 f"processes): one worker already keeps {one:.2f} of {cpus} busy (Workbench "
+                 f"renders through a multi-threaded software rasterizer), so on this "
+                 f"machine more workers can give at most {cpus / max(one, 1e-9):.2f}x")
     return {"columns": ["workers", "scenes", "islands", "failed", "wall s", "cluster start s",
-                        "islands/min", "islands/min after start", "range"],
+                        "islands/min", "islands/min after start", "range", "cores busy"],
             "rows": rows, "notes": [n for n in notes if n], "data": data}

@@ -76,6 +76,7 @@ from .units import (
     ancestors,
     context_owners,
     instanced_collections,
+    mesh_data_kept,
     owner_boxes,
     proxy_mesh,
     render_arrays,
@@ -574,7 +575,8 @@ def run_scene_job(job: Mapping) -> dict:
     if op == "scene_read":
         return scene_read(job)
     if op == "scene_rebuild":
-        return scene_rebuild(job)
+        with mesh_data_kept():   # the scene and the islands cut from it share mesh data
+            return scene_rebuild(job)
     if op == "scene_merge":
         return scene_merge(job)
     if op == "scene_build":

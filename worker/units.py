@@ -329,6 +329,30 @@ def _shared_mesh_key(obj) -> str | None:
     return f"mesh:{obj.data.name_full}"
 
 
+_JOB_MESHES: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+
+
+@contextlib.contextmanager
+def mesh_data_kept() -> Iterator[None]:
+    """For a job that opens several files cut from one scene without editing mesh data
+    (``scene_rebuild``: the scene, then each island saved from it): a mesh datablock without
+    shape keys, used by objects without modifiers, is read once for the whole job - its
+    evaluated mesh is its own vertices and faces, the same in every file that copied it."""
+    _JOB_MESHES.append({})
+    try:
+        yield
+    finally:
+        _JOB_MESHES.pop()
+
+
+def _job_key(obj) -> str | None:
+    key = _shared_mesh_key(obj)
+    if key is None or not _JOB_MESHES or obj.data.shape_keys is not None \
+            or obj.data.library is not None:
+        return None
+    return key
+
+
 def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
     """Evaluated geometry of each unit in its root's local frame (module docstring)."""
     units = unit_objects(roots)
@@ -360,12 +384,17 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
                 source, key = top, _shared_mesh_key(top)
             if ob.type in NO_GEOMETRY_TYPES or source.hide_render:
                 continue
+            kept = _job_key(source) if not inst.is_instance else None
             if key is not None and key in cache:
                 verts, tris = cache[key]
+            elif kept is not None and kept in _JOB_MESHES[-1]:
+                verts, tris = cache[kept] = _JOB_MESHES[-1][kept]
             else:
                 verts, tris = _mesh_arrays(ob)
                 if key is not None:
                     cache[key] = (verts, tris)
+                if kept is not None:
+                    _JOB_MESHES[-1][kept] = (verts, tris)
             if not len(tris):
                 continue
             root = owner[top.name]
