@@ -6,11 +6,14 @@ links (``link_or_copy``): an iteration's island.blend with the next quiet iterat
 group's island with the iteration it was promoted from."""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +38,27 @@ def _name(exc: BaseException, path: Path) -> None:
         exc.filename = str(path)
 
 
+@contextlib.contextmanager
+def _into(tmp: str, path: Path) -> Iterator[None]:
+    """Whatever fails while ``tmp`` becomes ``path`` names ``path`` and leaves no ``tmp``."""
+    try:
+        yield
+    except BaseException as exc:
+        _name(exc, path)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     path = Path(path)
     fd, tmp = _tmp_in(path.parent, path.name)
-    try:
+    with _into(tmp, path):
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException as exc:
-        _name(exc, path)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _finite_check(obj: Any, where: str = "$") -> None:
@@ -78,14 +88,9 @@ def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     dst = Path(dst)
     fd, tmp = _tmp_in(dst.parent, dst.name)
     os.close(fd)
-    try:
+    with _into(tmp, dst):
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
-    except BaseException as exc:
-        _name(exc, dst)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
@@ -101,11 +106,14 @@ def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> st
     except OSError:
         copy_file(src, dst)
         return "copied"
-    try:
+    with _into(tmp, dst):
         os.replace(tmp, dst)
-    except BaseException as exc:
-        _name(exc, dst)
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
     return "linked"
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

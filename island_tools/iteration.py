@@ -28,6 +28,7 @@ import numpy as np
 
 from . import atomic, frames, meshcache
 from .annotate import annotate_bev
+from .atomic import sha256_file
 from .config import Settings
 from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
 from .jsonio import read_object
@@ -159,14 +160,6 @@ def staging_dir(parent: Path, label: str) -> Iterator[Path]:
 
 def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def same_bytes(a: Path, b: Path) -> bool:

@@ -9,13 +9,13 @@ what the unit is made of (``units``: parts with their triangle counts).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 
 import bpy
 
 from island_tools import meshcache
+from island_tools.atomic import sha256_file
 from island_tools.errors import GroupInputError, refusal_line
 
 from .blend_io import get_objects, opened_file_unchanged
@@ -71,14 +71,6 @@ def summary(out_path: str | os.PathLike[str], meshes: dict, props: dict, units: 
     }
 
 
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def export_meshes(names: Sequence[str], out_path: str | os.PathLike[str]) -> dict:
     """Write the mesh cache for the units rooted at ``names`` atomically. Returns counts;
     GroupInputError (one line naming object, cause and fix) if a unit is refused.
@@ -91,7 +83,7 @@ def export_meshes(names: Sequence[str], out_path: str | os.PathLike[str]) -> dic
     source = None
     opened = opened_file_unchanged()
     if opened is not None:   # evaluated from the file as open_blend read it
-        source = {"blend_sha256": _file_sha256(opened), "blender_version": bpy.app.version_string}
+        source = {"blend_sha256": sha256_file(opened), "blender_version": bpy.app.version_string}
     meshes, props, units, found = collect_units(names)
     if found:
         raise GroupInputError(refusal_line(found), file=bpy.data.filepath or None)
