@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,34 @@ def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> st
     return "linked"
 
 
+# Every write moves a file's mtime, and the kernel sets it from a clock with a few
+# milliseconds' granularity. A hash taken when the mtime was already this old cannot belong
+# to a later version of the file with the same (device, inode, size, mtime): a later write
+# carries a later mtime. Younger files are hashed every time (git's "racy" entries, the
+# same rule). Only a deliberate reset of the mtime (``touch -d``) could defeat it, the same
+# quick check rsync and ``meshcache.load_shared`` make. Hard links (``link_or_copy``)
+# change the ctime, not the mtime, so a linked island keeps its entry.
+STABLE_AFTER_NS = 100_000_000
+_SHA256: dict[tuple[int, int, int, int], str] = {}
+_SHA256_KEPT = 4096
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
+    """SHA-256 of a file's bytes, once per version of the file in this process (a scene run
+    fingerprints each island at several stages; a high-poly island is 40 MB)."""
     with open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = _SHA256.get(key)
+        if hit is not None:
+            return hit
+        stable = time.time_ns() - st.st_mtime_ns >= STABLE_AFTER_NS
+        digest = hashlib.sha256()
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
-    return digest.hexdigest()
+    value = digest.hexdigest()
+    if stable:
+        if len(_SHA256) >= _SHA256_KEPT:
+            _SHA256.clear()
+        _SHA256[key] = value
+    return value

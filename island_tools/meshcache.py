@@ -1,9 +1,11 @@
 """The per-group mesh cache ``<group>/meshes.npz`` (numpy + stdlib; the worker writes it).
 
-Layout: ``names`` (1-D str array of unit roots), ``v{i}`` float64 (n, 3) vertices of the
+Layout: ``names`` (1-D str array of unit roots), ``v{i}`` (n, 3) vertices of the
 furniture unit rooted at ``names[i]`` in the root's LOCAL frame (the evaluated geometry of
 the root and its subtree, instances and modifiers included, *before* the root's
-matrix_world; see ``worker.units``), ``f{i}`` int32 (m, 3) triangles, ``props_json`` (0-d
+matrix_world; see ``worker.units``): float32 when every coordinate is a float32 value (the
+worker's exports), else float64, loaded as float64 either way; ``f{i}`` int32 (m, 3)
+triangles, ``props_json`` (0-d
 str: JSON root name -> custom properties the pipeline reads, e.g. ``{"forward_axis": "-Y"}``)
 ``units_json`` (0-d str: JSON root name -> ``{"root_type", "triangles", "parts":
 [{"object", "instance_of", "triangles"}]}``, what each unit is made of) and, when the
@@ -48,11 +50,15 @@ def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
         digest.update(f.tobytes())
         digest.update(repr((v.shape, f.shape)).encode())
         first = seen.setdefault(digest.hexdigest(), i)
-        if first != i and np.array_equal(arrays[f"v{first}"], v) \
+        if first != i and np.array_equal(np.asarray(arrays[f"v{first}"], np.float64), v) \
                 and np.array_equal(arrays[f"f{first}"], f):
             aliases[str(i)] = first   # the same arrays as an earlier unit: stored once
             continue
-        arrays[f"v{i}"], arrays[f"f{i}"] = v, f
+        v32 = v.astype(np.float32)
+        # Blender's coordinates are float32: stored at that width when nothing is lost
+        # (half the bytes to write, hash and read back; ``load`` widens them again)
+        arrays[f"v{i}"] = v32 if np.array_equal(v32, v) else v
+        arrays[f"f{i}"] = f
     if aliases:
         arrays["aliases_json"] = np.array(json.dumps(aliases, sort_keys=True))
     arrays["props_json"] = np.array(json.dumps(props or {}, sort_keys=True))
@@ -140,19 +146,27 @@ def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
     """``_mesh_digest``; for read-only arrays (``load_shared``'s) computed once per array
     pair while they live (hashing a 200k-triangle unit costs milliseconds, per member per
     iteration)."""
-    if (isinstance(vertices, np.ndarray) and isinstance(faces, np.ndarray)
-            and not vertices.flags.writeable and not faces.flags.writeable
-            and vertices.base is None and faces.base is None):   # immutable, not views
-        key = (id(vertices), id(faces))
-        hit = _DIGESTS.get(key)
+    if isinstance(vertices, np.ndarray) and isinstance(faces, np.ndarray):
+        hit = _DIGESTS.get((id(vertices), id(faces)))
         if hit is not None and hit[0]() is vertices and hit[1]() is faces:
-            return str(hit[2])
-        digest = _mesh_digest(vertices, faces)
-        if len(_DIGESTS) > 4096:
-            _DIGESTS.clear()
-        _DIGESTS[key] = (weakref.ref(vertices), weakref.ref(faces), digest)
-        return digest
+            return str(hit[2])   # a sealed pair (``_seal``): read-only since it was hashed
+        if (not vertices.flags.writeable and not faces.flags.writeable
+                and vertices.base is None and faces.base is None):   # immutable, not views
+            return _seal(vertices, faces)
     return _mesh_digest(vertices, faces)
+
+
+def _seal(vertices: np.ndarray, faces: np.ndarray) -> str:
+    """Make the pair read-only and remember its digest while both arrays live. Only for
+    arrays nobody else can write: owned arrays, or ``load``'s, whose memory is the bytes
+    read from the file."""
+    vertices.setflags(write=False)
+    faces.setflags(write=False)
+    digest = _mesh_digest(vertices, faces)
+    if len(_DIGESTS) > 4096:
+        _DIGESTS.clear()
+    _DIGESTS[(id(vertices), id(faces))] = (weakref.ref(vertices), weakref.ref(faces), digest)
+    return digest
 
 
 def _mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
@@ -187,9 +201,10 @@ def load_shared(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
     hit = _SHARED.get(key)
     if hit is None:
         meshes, props = load(path)
-        for verts, faces in meshes.values():
-            verts.setflags(write=False)
-            faces.setflags(write=False)
+        sealed: dict[int, str] = {}
+        for verts, faces in meshes.values():   # aliases: one pair under several names
+            if id(verts) not in sealed:
+                sealed[id(verts)] = _seal(verts, faces)
         hit = (meshes, props)
         while len(_SHARED) >= SHARED_FILES:
             _SHARED.pop(next(iter(_SHARED)))

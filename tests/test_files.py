@@ -49,3 +49,47 @@ def test_same_bytes(tmp_path: Path) -> None:
     assert not same_bytes(a, edited) and not same_bytes(a, longer)
     with pytest.raises(FileNotFoundError):
         same_bytes(a, tmp_path / "missing")
+
+
+def test_sha256_file_is_remembered_only_for_a_settled_file_version(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """A hash is reused for the same (device, inode, size, mtime) only when the file's mtime
+    was already ``STABLE_AFTER_NS`` old when it was hashed; a file rewritten in place in the
+    same clock tick (same size, perhaps the same mtime) is hashed again."""
+    import hashlib
+
+    def truth(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    young = tmp_path / "young.bin"
+    young.write_bytes(b"a" * 4096)
+    assert atomic.sha256_file(young) == truth(young)
+    with open(young, "r+b") as fh:            # in place, same size, at once
+        fh.write(b"b")
+    assert atomic.sha256_file(young) == truth(young)
+
+    settled = tmp_path / "settled.bin"
+    settled.write_bytes(b"c" * 4096)
+    past = settled.stat().st_mtime_ns - 10 * atomic.STABLE_AFTER_NS
+    os.utime(settled, ns=(past, past))
+    first = atomic.sha256_file(settled)
+    reads: list[int] = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        fh = real_open(path, *args, **kwargs)
+        real_read = fh.read
+        fh.read = lambda *a: reads.append(1) or real_read(*a)  # type: ignore[method-assign]
+        return fh
+
+    import builtins
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "open", counting_open)
+        assert atomic.sha256_file(settled) == first
+    assert first == truth(settled) and reads == []   # remembered: not read again
+    linked = tmp_path / "linked.bin"
+    atomic.link_or_copy(settled, linked)        # a link changes the ctime, not the mtime
+    assert atomic.sha256_file(linked) == first
+    with open(settled, "r+b") as fh:            # any later write moves the mtime
+        fh.write(b"d")
+    assert atomic.sha256_file(settled) == truth(settled) != first

@@ -152,3 +152,40 @@ def test_an_alias_to_a_later_or_missing_entry_is_malformed(tmp_path) -> None:
     path.write_bytes(buf.getvalue())
     with pytest.raises(ValueError, match="alias"):
         meshcache.load(path)
+
+
+def test_float32_coordinates_are_stored_at_that_width_and_load_back_exactly(tmp_path) -> None:
+    """Blender's coordinates are float32 values: the cache stores them in half the bytes,
+    and anything float32 cannot hold exactly stays float64; both load as the same float64."""
+    rng = np.random.default_rng(5)
+    blender = rng.normal(size=(2000, 3)).astype(np.float32).astype(np.float64)
+    noisy = blender + 1e-12                     # a unit composed through float64 matrices
+    faces = rng.integers(0, 2000, size=(3000, 3))
+    path = tmp_path / "m.npz"
+    meshcache.save(path, {"a": (blender, faces), "b": (noisy, faces)})
+    with np.load(path) as raw:
+        stored = {str(n): raw[f"v{i}"].dtype for i, n in enumerate(raw["names"])}
+    assert stored == {"a": np.float32, "b": np.float64}
+    meshes, _ = meshcache.load(path)
+    for name, want in (("a", blender), ("b", noisy)):
+        v, f = meshes[name]
+        assert v.dtype == np.float64 and np.array_equal(v, want) and np.array_equal(f, faces)
+    wide = tmp_path / "wide.npz"
+    np.savez(wide, names=np.array(["a"]), v0=blender, f0=faces.astype(np.int32),
+             props_json=np.array("{}"))              # a cache written before: float64
+    assert np.array_equal(meshcache.load(wide)[0]["a"][0], blender)
+
+
+def test_a_shared_file_version_is_hashed_once_at_load(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "s.npz"
+    chair = _mesh(3000, seed=21)
+    meshcache.save(path, {"chair_1": chair, "chair_2": chair, "table": _mesh(50, seed=22)})
+    meshes, _ = meshcache.load_shared(path)
+    calls: list[int] = []
+    real = meshcache._mesh_digest
+    monkeypatch.setattr(meshcache, "_mesh_digest",
+                        lambda v, f: calls.append(1) or real(v, f))
+    keys = {n: meshcache.mesh_digest(*meshes[n]) for n in meshes}
+    assert calls == [] and keys["chair_1"] == keys["chair_2"] == real(*chair)
+    fresh = (meshes["table"][0].copy(), meshes["table"][1].copy())   # writable: hashed
+    assert meshcache.mesh_digest(*fresh) == keys["table"] and calls == [1]

@@ -406,3 +406,30 @@ def test_path_round_an_obstacle_is_the_quickest_under_the_per_axis_cap() -> None
               for x in (right, left)]
     assert euclid[0] < euclid[1] and linf(left) < linf(right)
     assert linf(path) == pytest.approx(linf(left))
+
+
+def test_height_band_from_local_extremes_equals_every_vertex_transformed() -> None:
+    """``Solver._z_span`` maps the unit's local z extremes for an upright pose instead of
+    transforming every vertex; the floats must be the very ones the full transform gives
+    (a yaw, a scale, a mirror, a height), and a tilted pose takes the full transform."""
+    rng = np.random.default_rng(8)
+    verts = rng.uniform(-0.5, 0.9, (3000, 3))
+    faces = rng.integers(0, 3000, (5000, 3))
+    spec = {"pattern": "free", "facing": "toward_anchor", "clearance_m": 0.1,
+            "spacing": "even"}
+    solver = Solver({"t": (verts, faces), "c": (verts * 0.5, faces)}, "t", {"members": {}},
+                    spec)
+    for yaw, scale, z in [(0.0, 1.0, 0.0), (37.0, 1.0, 0.25), (-121.5, 0.01, -3.7),
+                          (90.0, -1.0, 1e-9), (200.0, 2.5, 12.0)]:
+        c, s = math.cos(math.radians(yaw)), math.sin(math.radians(yaw))
+        pose = np.eye(4)
+        pose[:3, :3] = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) * scale
+        pose[:3, 3] = [rng.normal(), rng.normal(), z]
+        for name, v in (("t", verts), ("c", verts * 0.5)):
+            world_z = (v @ pose[:3, :3].T + pose[:3, 3])[:, 2]
+            assert solver._z_span(name, pose) == (world_z.min(), world_z.max())
+    tilted = np.eye(4)
+    tilted[:3, :3] = [[1.0, 0.0, 0.0], [0.0, math.cos(0.2), -math.sin(0.2)],
+                      [0.0, math.sin(0.2), math.cos(0.2)]]
+    world_z = (verts @ tilted[:3, :3].T)[:, 2]
+    assert solver._z_span("t", tilted) == (world_z.min(), world_z.max())

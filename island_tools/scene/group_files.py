@@ -28,7 +28,7 @@ def load_poses(path: Path) -> dict[str, np.ndarray]:
 def write_forward_axes(gp: GroupPaths) -> dict[str, Any]:
     """``forward_axes.json`` exactly as init_iter0 computes it (mesh-cache properties, then
     metadata overrides), so the group is complete for any policy before its loop starts."""
-    meshes, props = meshcache.load(gp.meshes)
+    meshes, props = meshcache.load_shared(gp.meshes)
     metadata = load_metadata(gp.metadata)
     overrides = {n: p["forward_axis"] for n, p in props.items() if "forward_axis" in p}
     overrides.update(metadata.forward_axis_overrides)

@@ -97,7 +97,7 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
     context_world = load_context(paths.scene_context) or {}
     merged = _read(paths.merge_report, "merge_back.json")
     validated = _read(paths.island_groups, "island_groups.json")["groups"]
-    meshes, _ = meshcache.load(paths.scene_meshes)
+    meshes, _ = meshcache.load_shared(paths.scene_meshes)
     flagged = set(state["groups_needing_island"])
     failed = {f["id"]: f["reason"] for f in state["islands_failed"]}
     per_group: dict[str, Any] = {}

@@ -32,7 +32,7 @@ def geometry_context(ctx: StageContext, gid: str) -> tuple[GeometryContext, dict
     gp = ctx.paths.group(gid)
     metadata = load_metadata(gp.metadata)
     spec = load_target_spec(gp.target_spec, len(metadata.refined_members)).to_dict()
-    meshes, _ = meshcache.load(gp.meshes)
+    meshes, _ = meshcache.load_shared(gp.meshes)
     axes = read_object(gp.forward_axes, IntegrityError, "forward_axes.json",
                        "rerun the group")
     group_meshes = {n: meshes[n] for n in metadata.members}
