@@ -99,7 +99,9 @@ The decision is ``converged: true`` with empty members once every member is with
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -547,6 +549,7 @@ class Solver:
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
+        self._last_targets: dict[str, dict[str, _Target]] = {}
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -578,6 +581,18 @@ class Solver:
         if max(abs(lin[2, 0]), abs(lin[2, 1]), abs(lin[0, 2]), abs(lin[1, 2])) <= tol:
             return convex_hull_2d(data.local_hull @ lin[:2, :2].T + pose[:2, 3])
         return convex_hull_2d(frames.transform_points(pose, data.vertices)[:, :2])
+
+    def _state_key(self, poses: Mapping[str, np.ndarray], geometry: Mapping[str, Any]) -> str:
+        """Everything ``_targets`` reads: the poses (the context band follows from them),
+        the anchor's edges and front, each member's edge and whether it penetrates."""
+        digest = hashlib.sha1()
+        for name in [self.anchor_id, *self.member_ids]:
+            digest.update(np.ascontiguousarray(poses[name], dtype=float).tobytes())
+        digest.update(json.dumps([geometry["anchor"],
+                                  [geometry["members"][n]["edge"] for n in self.member_ids],
+                                  sorted(penetrating_members(geometry))],
+                                 sort_keys=True, allow_nan=True).encode())
+        return digest.hexdigest()
 
     def _z_span(self, name: str, pose: np.ndarray) -> tuple[float, float]:
         """Lowest and highest world z of a posed unit. When the pose's z row has no x/y
@@ -1037,7 +1052,11 @@ class Solver:
             self._band = self._context.band(spans[0][0], max(hi for _, hi in spans))
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
-        targets = self._targets(members, anchor)
+        key = self._state_key(poses, geometry)
+        targets = self._last_targets.get(key)
+        if targets is None:   # quiet iterations repeat the last state: its targets stand
+            targets = self._targets(members, anchor)
+            self._last_targets = {key: targets}
         depth = max(float(np.ptp(t.hull_rel, axis=0).max()) for t in targets.values())
         lane = self.clearance_m + depth + SLOT_GAP_M
         plans = [self._plan(members[name], targets[name], anchor, lane)

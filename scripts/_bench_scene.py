@@ -18,11 +18,13 @@ speed drifts by 10-15 % from minute to minute.
 
 The unit is one warm ``iter_step.py`` call (a fresh CLI process through the step host and
 warm worker, re-stepping iteration 1 of the long_table_6 fixture: two members moved, both
-views rendered) at the same resolution, median of ``--repeat``. Reported per run: wall
-seconds, seconds per group, groups per minute, the ratio (seconds per group) / (seconds per
-warm iter_step call), each warm worker's peak RSS during the run (VmHWM, reset before it
-through ``clear_refs``; the largest of the repetitions), and
-the pipeline process's own peak RSS (its VmHWM, sampled every 20 ms while it runs: a
+views rendered) at the same resolution, median of ``--repeat`` at the start, and again
+(median of 3) before every repetition of each scene size: a run's ratio divides by the unit
+measured just before it, and the reported ratio is the median over the repetitions.
+Reported per run: wall seconds, seconds per group, groups per minute, the ratio (seconds
+per group) / (seconds per warm iter_step call), each warm worker's peak RSS during the run
+(VmHWM, reset before it through ``clear_refs``; the largest of the repetitions), and the
+pipeline process's own peak RSS (its VmHWM, sampled every 20 ms while it runs: a
 child's ``ru_maxrss`` would include this process's, inherited at fork; the largest of the
 repetitions). Every mode has its own daemon directory whose workers are started by an
 untimed 2-group run first (a scene run then pays no Blender start-up, as on a machine
@@ -49,6 +51,7 @@ TITLE = "scene: island-refine run, groups side by side + reused quiet renders (i
 SIZES, QUICK_SIZES = (1, 4, 16), (1, 4)
 QUICK_RESOLUTION = 128
 MODES = {"before": (["--workers", "1"], False), "after": ([], True)}
+UNIT_REPEAT = 3
 
 
 def _config(work: Path, reuse: bool) -> Path:
@@ -133,24 +136,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work.mkdir(parents=True)
     backend = resolve_blender("bpy", None)
 
-    # The unit: a warm iter_step.py call.
+    # The unit: a warm iter_step.py call, measured up front (median of --repeat) and again
+    # (median of UNIT_REPEAT) before every repetition of every scene size, so each ratio
+    # divides by a unit taken minutes, not a quarter of an hour, from its scene run.
     unit_dir = Path(tempfile.mkdtemp(prefix="ir-bs-u-"))
     env = clean_env(ISLAND_REFINER_DAEMON="1", ISLAND_REFINER_DAEMON_DIR=str(unit_dir))
     group = prepare_group(work / "unit", None, resolution)
-    try:
-        for _ in range(2):
-            run_timed(iter_step_cmd(group, resolution, "--blender-bin", "bpy"), env=env)
-        unit = stats([run_timed(iter_step_cmd(group, resolution, "--blender-bin", "bpy"),
-                                env=env) for _ in range(repeat)])
-    finally:
-        daemon.shutdown_all(unit_dir)
-        shutil.rmtree(unit_dir, ignore_errors=True)
+
+    def measure_unit(k: int) -> dict[str, Any]:
+        return stats([run_timed(iter_step_cmd(group, resolution, "--blender-bin", "bpy"),
+                                env=env) for _ in range(k)])
 
     ddirs = {m: Path(tempfile.mkdtemp(prefix=f"ir-bs-{m[0]}-")) for m in MODES}
     configs = {m: _config(work, reuse) for m, (_, reuse) in MODES.items()}
     rows: list[list] = []
-    data: dict[str, Any] = {"unit_iter_step_s": unit, "resolution": resolution, "runs": []}
+    data: dict[str, Any] = {"resolution": resolution, "runs": []}
     try:
+        measure_unit(2)   # starts the unit's worker
+        unit = data["unit_iter_step_s"] = measure_unit(repeat)
         templates = {}
         with blender_output_captured():
             for hp in (False, True):
@@ -167,6 +170,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # back, so a ratio compares runs taken moments apart; medians over repetitions.
             walls: dict[tuple[bool, str], list[dict[str, Any]]] = {}
             for _ in range(scene_repeat):
+                unit_now = measure_unit(UNIT_REPEAT)["median"]
                 for hp in (False, True):
                     for mode, (flags, _) in MODES.items():
                         scene = work / f"run_{n}_{int(hp)}_{mode}"
@@ -174,6 +178,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         _reset_hwm(ddirs[mode])
                         r = _run_scene(scene, resolution, flags, configs[mode], ddirs[mode])
                         r["worker_peak_rss_mb"] = _worker_hwm(ddirs[mode])
+                        r["unit_s"] = unit_now
                         walls.setdefault((hp, mode), []).append(r)
                         shutil.rmtree(scene, ignore_errors=True)
             for hp in (False, True):
@@ -195,16 +200,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             hwm[key] = max(filter(None, (hwm.get(key), mb)), default=None)
                     per_group = r["wall_s"] / n
                     r["worker_peak_rss_mb"] = hwm
+                    # each repetition against the unit measured just before it, median
+                    ratio = statistics.median(x["wall_s"] / n / x["unit_s"] for x in runs)
+                    r.pop("unit_s")
                     entry = {"groups": n, "high_poly": hp, "mode": mode, **r,
+                             "unit_s_all": [x["unit_s"] for x in runs],
                              "seconds_per_group": round(per_group, 3),
                              "groups_per_minute": round(60.0 * n / r["wall_s"], 2),
-                             "ratio_to_warm_iter_step": round(per_group / unit["median"], 2)}
+                             "ratio_to_warm_iter_step": round(ratio, 2)}
                     data["runs"].append(entry)
                     outcome[mode] = (r["completed"], r["failed"], r["verdicts"])
                     rows.append([f"{n} group(s), {'high' if hp else 'low'}-poly", mode,
                                  r["wall_s"], round(per_group, 3),
-                                 round(60.0 * n / r["wall_s"], 1),
-                                 round(per_group / unit["median"], 2),
+                                 round(60.0 * n / r["wall_s"], 1), round(ratio, 2),
                                  max((v for v in hwm.values() if v), default=None),
                                  r["pipeline_peak_rss_mb"],
                                  f"{r['completed']} ok, {r['failed']} failed"])
@@ -212,14 +220,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     raise RuntimeError(f"{n} groups (high-poly {hp}): the modes disagree: "
                                        f"{outcome}")
     finally:
-        for d in ddirs.values():
+        for d in (*ddirs.values(), unit_dir):
             daemon.shutdown_all(d)
             shutil.rmtree(d, ignore_errors=True)
     pipeline_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
     data["pipeline_peak_rss_mb"] = round(pipeline_peak, 1)
     by = {(e["groups"], e["high_poly"], e["mode"]): e for e in data["runs"]}
     notes = [f"unit: one warm iter_step.py call = {unit['median']:.3f} s (median of "
-             f"{unit['n']}, {resolution} px)",
+             f"{unit['n']}, {resolution} px, at the start); each ratio divides every "
+             f"repetition by the unit measured just before it (median of {UNIT_REPEAT}) "
+             "and takes the median",
              f"peak RSS of the pipeline processes (largest): {pipeline_peak:.0f} MiB"]
     for n in sizes:
         for mode in MODES:

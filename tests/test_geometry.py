@@ -332,6 +332,30 @@ def test_scaled_poses_match_unscaled() -> None:
     assert pushed["members"]["a"]["penetrations"]["table"] == pytest.approx(0.025, abs=0.001)
 
 
+def test_a_repeated_state_gets_its_kept_document_as_a_fresh_compute_gives_it() -> None:
+    """``compute_geometry`` keeps the last states' documents (a quiet iteration measures the
+    state before it again): a repeat is the fresh document with its own ``iter``, a copy
+    the caller may change, and any change of pose, spec, axes or mesh is measured anew."""
+    meshes = {"table": rect_table(), **{n: chair() for n in "abcde"}}
+    axes = forward_axes_document(meshes, "table", {})
+    target = spec("2+2+1", 5)
+    poses = table_2_2_1()
+    first = compute_geometry(meshes, poses, "table", target, axes, 1)
+    assert first == GeometryContext(meshes, "table", axes).compute(poses, target, 1)
+    first["members"]["a"]["edge"] = "scribbled"
+    again = compute_geometry(meshes, dict(poses), "table", target, axes, 4)
+    assert again == GeometryContext(meshes, "table", axes).compute(poses, target, 4)
+    assert again["iter"] == 4 and again["members"]["a"]["edge"] != "scribbled"
+    moved = dict(poses, a=at(0.0, -0.3, 180.0))
+    wider = dict(target, clearance_m=0.3)
+    bigger = dict(meshes, e=(chair()[0] * 1.3, chair()[1]))
+    turned = {"members": dict(axes["members"], b={"axis_local": [1.0, 0.0]})}
+    for m, p, t, a in ((meshes, moved, target, axes), (meshes, poses, wider, axes),
+                       (bigger, poses, target, axes), (meshes, poses, target, turned)):
+        fresh = GeometryContext(m, "table", a).compute(p, t, 2)
+        assert compute_geometry(m, p, "table", t, a, 2) == fresh != dict(again, iter=2)
+
+
 def test_context_reuse_equals_fresh_compute() -> None:
     meshes = {"table": rect_table(), **{n: chair() for n in "abcde"}}
     axes = forward_axes_document(meshes, "table", {})

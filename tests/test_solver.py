@@ -433,3 +433,31 @@ def test_height_band_from_local_extremes_equals_every_vertex_transformed() -> No
                       [0.0, math.sin(0.2), math.cos(0.2)]]
     world_z = (verts @ tilted[:3, :3].T)[:, 2]
     assert solver._z_span("t", tilted) == (world_z.min(), world_z.max())
+
+
+@pytest.mark.parametrize("fixture,variant", [("long_table_6", "bunched"),
+                                             ("round_table_6", "facing_away")])
+def test_a_solver_reusing_its_last_targets_decides_as_a_fresh_one(fixture: str,
+                                                                 variant: str) -> None:
+    """A quiet iteration repeats the last state, and the solver keeps that state's targets
+    (``_last_targets``): every decision of a whole run must equal a fresh solver's."""
+    arr = arrangement(fixture, variant)
+    overrides = {n: p["forward_axis"] for n, p in specs.member_props(fixture).items()
+                 if "forward_axis" in p}
+    axes = forward_axes_document(arr.meshes, arr.anchor, overrides)
+    metadata = Metadata(arr.anchor, tuple(arr.names), np.eye(4), np.eye(4), arr.canonical)
+    run = run_decisions(arr.meshes, arr.anchor, axes, arr.target_spec(), metadata,
+                        dict(arr.canonical), range(1, 8))
+    assert run.nonempty and len(run.decisions) >= 5 and not run.decisions[-1]["members"]
+    context = GeometryContext(arr.meshes, arr.anchor, axes)
+    poses = dict(arr.canonical)
+    kept = Solver(arr.meshes, arr.anchor, axes, arr.target_spec())
+    for n, want in enumerate(run.decisions, start=1):
+        geometry = context.compute(poses, arr.target_spec(), n - 1)
+        fresh = Solver(arr.meshes, arr.anchor, axes, arr.target_spec()).decide(
+            poses, geometry, n)
+        assert kept.decide(poses, geometry, n) == fresh == want
+        for name, delta in want["members"].items():
+            pivot = frames.footprint_centre_local(arr.meshes[name][0])
+            poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
+                                                    delta["delta_yaw_deg"], pivot)
