@@ -200,3 +200,45 @@ def test_quiet_step_reuses_renders_byte_identical_to_a_rerender(group: Path, tmp
 
     with Image.open(group / "simple_refiner" / "iter_3" / "render_bev.png") as img:
         assert img.size == (32, 32)
+
+
+def test_masked_views_from_one_render_and_windows_equal_whole_renders(tmp_path: Path) -> None:
+    """The masked views: one render of the scene with every unit blue-grey, then per group
+    the window its colours reach, re-rendered and pasted (``worker.scene.render_masked``).
+    Decoded by pillow, each must equal that group's whole-view render (``whole=True``, one
+    full render per group as before) but for a few edge pixels a different viewport
+    rasterizes differently - and the colours must be where the group is."""
+    import bpy
+    from PIL import Image
+
+    from fixtures.scenes import build_scene, dining_grid
+    from worker import scene as wscene
+
+    scene = build_scene(tmp_path / "grid", resolve_blender("bpy", None), dining_grid(9))
+    bpy.ops.wm.open_mainfile(filepath=str(scene / "blend/stage3-sub-planned.blend"),
+                             load_ui=False)
+    roots = sorted(o.name for o in bpy.data.objects
+                   if o.parent is None and o.name.startswith("dining_"))
+    ids = sorted({r.split(".")[0] for r in roots})
+    pictures = {}
+    for mode in ("whole", "window"):
+        (tmp_path / mode).mkdir()
+        groups = [{"id": g, "anchor_id": f"{g}.table",
+                   "members": [r for r in roots if r.startswith(f"{g}.")],
+                   "masked_png": str(tmp_path / mode / f"{g}.png")} for g in ids]
+        done = wscene.render_masked(groups, roots, 256, whole=mode == "whole")
+        assert {d["drawn"] for d in done.values()} == {mode}
+        pictures[mode] = {g: np.asarray(Image.open(tmp_path / mode / f"{g}.png").convert("RGB"),
+                                        dtype=int) for g in ids}
+    orange = np.array([255, 194, 0])   # MASK_MEMBER through the view transform, lit
+    for g in ids:
+        whole, window = pictures["whole"][g], pictures["window"][g]
+        assert whole.shape == window.shape == (256, 256, 3)
+        differ = np.abs(whole - window).max(axis=2)
+        assert int((differ > 0).sum()) <= 40 and int(differ.max()) <= 40, (g, differ.max())
+        # the group's own members are the orange pixels, in both, and nowhere else
+        hot = [np.argwhere(np.abs(p - orange).max(axis=2) < 90) for p in (whole, window)]
+        assert len(hot[0]) > 20 and abs(len(hot[0]) - len(hot[1])) <= 4
+    centres = {g: np.argwhere(np.abs(pictures["window"][g] - orange).max(axis=2) < 90)
+               .mean(axis=0) for g in ids}
+    assert len({tuple(np.round(c / 20)) for c in centres.values()}) == len(ids)

@@ -50,7 +50,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import struct
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -304,6 +306,45 @@ def _render_to(scene, final: Path) -> float:
         if tmp.exists():
             tmp.unlink()
     return time.perf_counter() - t0
+
+
+def read_png_rgb(path: Path) -> np.ndarray:
+    """An 8-bit PNG this module wrote, as (height, width, 3) uint8, top row first (Blender's
+    image pixels are floats of the 8-bit values, bottom row first)."""
+    img = bpy.data.images.load(str(path), check_existing=False)
+    try:
+        w, h = img.size
+        flat = np.empty(w * h * img.channels, dtype=np.float32)
+        img.pixels.foreach_get(flat)
+        rgb = flat.reshape(h, w, img.channels)[::-1, :, :3]
+    finally:
+        bpy.data.images.remove(img)
+    return np.rint(rgb * 255.0).astype(np.uint8)
+
+
+def write_png_rgb(final: Path, rgb: np.ndarray) -> None:
+    """(height, width, 3) uint8, top row first, as an 8-bit RGB PNG without metadata
+    (zlib, filter 0), atomically: a temporary name beside ``final``, then renamed."""
+    rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+    h, w = rgb.shape[:2]
+    raw = np.zeros((h, 1 + 3 * w), dtype=np.uint8)   # filter byte 0 ("none") per row
+    raw[:, 1:] = rgb.reshape(h, 3 * w)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
+    tmp = final.parent / f".{final.stem}.{os.getpid()}.tmp.png"
+    require_parent(final)
+    try:   # an OSError (a full disk) becomes a FilesystemError naming the path
+        with open(tmp, "wb") as fh:
+            fh.write(png)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def render_views(out_dir: str | os.PathLike[str], anchor_id: str, members: Sequence[str],
