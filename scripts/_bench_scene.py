@@ -19,7 +19,7 @@ speed drifts by 10-15 % from minute to minute.
 The unit is one warm ``iter_step.py`` call (a fresh CLI process through the step host and
 warm worker, re-stepping iteration 1 of the long_table_6 fixture: two members moved, both
 views rendered) at the same resolution, median of ``--repeat`` at the start, and again
-(median of 3) before every repetition of each scene size: a run's ratio divides by the unit
+(median of 5) before every repetition of each scene size: a run's ratio divides by the unit
 measured just before it, and the reported ratio is the median over the repetitions.
 Reported per run: wall seconds, seconds per group, groups per minute, the ratio (seconds
 per group) / (seconds per warm iter_step call), each warm worker's peak RSS during the run
@@ -51,7 +51,7 @@ TITLE = "scene: island-refine run, groups side by side + reused quiet renders (i
 SIZES, QUICK_SIZES = (1, 4, 16), (1, 4)
 QUICK_RESOLUTION = 128
 MODES = {"before": (["--workers", "1"], False), "after": ([], True)}
-UNIT_REPEAT = 3
+UNIT_REPEAT = 5
 
 
 def _config(work: Path, reuse: bool) -> Path:

@@ -266,11 +266,13 @@ def render_masked(groups: Sequence[Mapping], context: Sequence[str], resolution:
     they would get in the whole view, on the same pixel grid. Outside the window nothing
     differs; inside, a rasterization on another viewport may round a few edge pixels
     differently (a handful of 262,144 at 512 px, measured by the tests against
-    ``whole=True``: every group rendered whole, as before). A window larger than
-    ``MASKED_WHOLE_FRACTION`` of the view is rendered whole."""
+    ``whole=True``: every group rendered whole, as before). A job with one group, and a
+    window larger than ``MASKED_WHOLE_FRACTION`` of the view, render the group whole (one
+    render either way)."""
     todo = [g for g in groups if g.get("masked_png")]
     if not todo:
         return {}
+    whole = whole or len(todo) == 1
     roots = [n for n in dict.fromkeys(context) if bpy.data.objects.get(n) is not None]
     unit_parts = {o.name for objs in unit_objects(roots).values() for o in objs}
     geometry = unit_geometry(roots)
