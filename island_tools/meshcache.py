@@ -194,22 +194,46 @@ def load_shared(path: str | os.PathLike[str]) -> tuple[Meshes, dict[str, dict]]:
     """``load``, once per file version in this process: a scene run or a step host reads a
     group's ``meshes.npz`` (tens of MB for high-poly units) at every iteration, although it
     only changes when iter_0 is rebuilt. Keyed by path, device, inode, size and mtime; the
-    arrays are read-only (shared by every caller), ``props`` is the caller's own copy. The
-    last ``SHARED_FILES`` files are kept."""
+    arrays are read-only (shared by every caller, and by every file holding an equal mesh:
+    ``_interned``), ``props`` is the caller's own copy. The last ``SHARED_FILES`` files are
+    kept."""
     st = os.stat(path)
     key = (os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     hit = _SHARED.get(key)
     if hit is None:
         meshes, props = load(path)
-        sealed: dict[int, str] = {}
-        for verts, faces in meshes.values():   # aliases: one pair under several names
-            if id(verts) not in sealed:
-                sealed[id(verts)] = _seal(verts, faces)
+        kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # aliases: one pair, many names
+        for name, (verts, faces) in list(meshes.items()):
+            if id(verts) not in kept:
+                kept[id(verts)] = _interned(verts, faces)
+            meshes[name] = kept[id(verts)]
         hit = (meshes, props)
         while len(_SHARED) >= SHARED_FILES:
             _SHARED.pop(next(iter(_SHARED)))
         _SHARED[key] = hit
     return dict(hit[0]), json.loads(json.dumps(hit[1]))
+
+
+_INTERNED: dict[str, tuple[Any, Any]] = {}
+
+
+def _interned(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pair, sealed; or an equal pair already alive in this process (the same chair in
+    sixteen groups' caches is held once: a scene run's memory grows with its distinct
+    meshes, not its groups). Equal means equal arrays, not only an equal digest (float64
+    noise under one float32 key stays apart)."""
+    digest = _seal(vertices, faces)
+    hit = _INTERNED.get(digest)
+    if hit is not None:
+        v, f = hit[0](), hit[1]()
+        if (v is not None and f is not None and v.dtype == vertices.dtype
+                and f.dtype == faces.dtype and np.array_equal(v, vertices)
+                and np.array_equal(f, faces)):
+            return v, f
+    if len(_INTERNED) > 4096:
+        _INTERNED.clear()
+    _INTERNED[digest] = (weakref.ref(vertices), weakref.ref(faces))
+    return vertices, faces
 
 
 _REMEMBERED: dict[tuple[str, str], Any] = {}

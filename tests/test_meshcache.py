@@ -189,3 +189,21 @@ def test_a_shared_file_version_is_hashed_once_at_load(tmp_path, monkeypatch) -> 
     assert calls == [] and keys["chair_1"] == keys["chair_2"] == real(*chair)
     fresh = (meshes["table"][0].copy(), meshes["table"][1].copy())   # writable: hashed
     assert meshcache.mesh_digest(*fresh) == keys["table"] and calls == [1]
+
+
+def test_an_equal_mesh_in_another_cache_file_is_held_once(tmp_path) -> None:
+    """The same chair in two groups' caches: ``load_shared`` hands out one array pair for
+    both (a 16-group scene holds each distinct mesh once); a chair differing by float64
+    noise only (one float32 digest) keeps its own exact arrays."""
+    chair, table = _mesh(3000, seed=31), _mesh(40, seed=32)
+    noisy = (chair[0] + 1e-13, chair[1])
+    for name, mesh in (("a", chair), ("b", chair), ("c", noisy)):
+        meshcache.save(tmp_path / f"{name}.npz", {"table": table, "chair_1": mesh})
+    a, _ = meshcache.load_shared(tmp_path / "a.npz")
+    b, _ = meshcache.load_shared(tmp_path / "b.npz")
+    c, _ = meshcache.load_shared(tmp_path / "c.npz")
+    assert a["chair_1"][0] is b["chair_1"][0] and a["chair_1"][1] is b["chair_1"][1]
+    assert a["table"][0] is b["table"][0]
+    assert c["chair_1"][0] is not a["chair_1"][0]
+    assert np.array_equal(c["chair_1"][0], noisy[0]) and np.array_equal(b["chair_1"][0], chair[0])
+    assert not b["chair_1"][0].flags.writeable
