@@ -34,11 +34,19 @@ and the driver of the contract's refinement loop.
     ``iter_(N-1)/render_bev.png`` (the picture the decision was taken from; init_iter0 does
     the same for iter_0); ``mode`` ``island_iter``; a UTC timestamp.
 
-    Convergence gate: ``converged: true`` is written only when N >= ``MIN_ITER`` and an
-    earlier iteration in 1..N-1 has a non-empty ``members``; otherwise it is written as
-    ``false`` with a warning, so a transforms.json never carries a converged flag the
-    contract calls a violation. A rejected decision writes nothing and raises
-    ``TransformsError`` (exit 3) whose one line names the member, the cap and the phase.
+    Convergence gate: ``converged: true`` is written only when N >= ``MIN_ITER``, an
+    earlier iteration in 1..N-1 has a non-empty ``members`` (the contract's two
+    conditions), and the review of the state the loop would stop on does not fail (issue
+    24, one verdict): the decision moves no member - so that state is iter_(N-1)'s, already
+    measured (the contract's converged decision has empty members) - and
+    ``review.review_island`` of ``iter_(N-1)/geometry.json`` is ``pass`` or ``uncertain``.
+    ``uncertain`` is honoured: a check that cannot be measured is not repaired by moving
+    furniture (the scene pipeline's route says the same), and the report still says
+    uncertain and what was not measured. Otherwise the flag is written as ``false`` with a
+    warning naming the failing items, so a transforms.json never carries a converged flag
+    the contract calls a violation, nor one on a state the review fails. A rejected
+    decision writes nothing and raises ``TransformsError`` (exit 3) whose one line names
+    the member, the cap and the phase.
 
 ``run_group`` (CLI: ``scripts/agent.py run``)
     The contract's loop pseudocode: ``init_iter0``; for N = 1..max_iter: decide (policy),
@@ -50,6 +58,10 @@ and the driver of the contract's refinement loop.
     copied atomically to ``<group>/island.blend``; a report of at most 80 words is returned
     and ``simple_refiner/run.json`` records everything (rewritten after each iteration, so a
     run that dies is visible as ``status: running``, one that fails as ``failed``).
+    The verdict of every state - the progress line, each iteration's ``review`` in
+    run.json, the final ``review`` and the report's sentence - is ``review.review_island``
+    (the scene pipeline's ``verify.review_group``): pass / fail / uncertain, never a
+    threshold list of this module's own; the measured figures ride along in ``figures``.
 
     Policies: ``solver`` (``island_tools.solver``) and ``command:<shell command>``: the
     command gets a JSON prompt on stdin (``command_prompt``) and prints its decision JSON on
@@ -77,7 +89,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import atomic
+from . import atomic, review
 from .config import Settings
 from .errors import EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
 from .iteration import (
@@ -104,11 +116,6 @@ PENETRATION_CLEARANCE_M = -0.005
 DEFAULT_TIMEOUT_S = 120.0
 DECISION_KEYS = ("members", "converged", "reason_summary", "final")
 REPORT_MAX_WORDS = 80
-# The quality targets of issue 4 (benchmark and report sentence).
-FACING_TARGET_DEG = 5.0
-CLEARANCE_TARGET_M = 0.03
-SPACING_TARGET_M = 0.05
-RING_CV_TARGET = 0.05
 _RUN_LOCK = ".island_agent_run.lock"
 _STDERR_TAIL = 300
 MAX_AGENT_OUTPUT_BYTES = 4 << 20   # per stream: a decision is a few kB
@@ -217,6 +224,7 @@ class WriteResult:
     converged_requested: bool
     converged_honoured: bool
     warnings: list[str] = field(default_factory=list)
+    review: dict[str, Any] | None = None   # the gate's review of iter_(N-1), when it ran
 
 
 def decision_image(group: Group, n: int) -> Path:
@@ -291,17 +299,27 @@ def write_decision(group_dir: str | os.PathLike[str], n: int, decision: Any, *,
     warnings = list(transforms.warnings)
     requested = transforms.converged
     honoured = False
+    gate_review = None
     if requested:
         if n < MIN_ITER:
             warnings.append(f"converged ignored: iter {n} < MIN_ITER={MIN_ITER}")
         elif not earlier_nonempty(group, n):
             warnings.append("converged ignored: no earlier iteration moved a member")
+        elif verdict.moved:
+            warnings.append("converged ignored: the decision moves members, so the state "
+                            "it would stop on is not reviewed yet; send converged with empty "
+                            "members once the review does not fail")
         else:
-            honoured = True
+            gate_review = review.review_island(group, prev_geometry)
+            if review.verdict(gate_review) == "fail":
+                warnings.append(f"converged ignored: the state of iter_{n - 1} fails its "
+                                f"review: {review.sentence(gate_review, 40)}")
+            else:
+                honoured = True
         doc["converged"] = honoured
     iter_dir.mkdir(exist_ok=True)
     atomic.write_json(path, doc)
-    return WriteResult(path, doc, verdict, requested, honoured, warnings)
+    return WriteResult(path, doc, verdict, requested, honoured, warnings, gate_review)
 
 
 def read_decision_text(text: str, source: str) -> Any:
@@ -515,43 +533,29 @@ def make_policy(spec: str, timeout_s: float = DEFAULT_TIMEOUT_S, model: str | No
                      fix="use 'solver' or 'command:<shell command>'")
 
 
-# --------------------------------------------------------------------------- quality
-def quality(geometry: Mapping[str, Any]) -> dict[str, Any]:
-    """Final-state metrics of geometry.json against the issue's targets."""
-    g = geometry.get("group", {})
-    spacing = g.get("spacing", {})
-    ring = spacing.get("mode") == "ring"
-    spacing_value = spacing.get("ring_gap_cv") if ring else spacing.get("max_deviation_m")
-    facing = g.get("facing_error_max_deg")
-    clearance = g.get("clearance_error_max_m")
-    pattern_match = g.get("pattern", {}).get("match")
-    checks = {
-        "facing": facing is None or facing <= FACING_TARGET_DEG,
-        "clearance": clearance is not None and clearance <= CLEARANCE_TARGET_M,
-        "penetration": g.get("penetration_pairs", 0) == 0,
-        "spacing": spacing_value is None
-        or spacing_value <= (RING_CV_TARGET if ring else SPACING_TARGET_M),
-        "counts": pattern_match is not False and g.get("member_count", {}).get("match", True),
-    }
-    return {"facing_error_max_deg": facing, "clearance_error_max_m": clearance,
-            "penetration_pairs": g.get("penetration_pairs"),
-            "spacing": spacing_value, "spacing_kind": "ring_gap_cv" if ring else "max_dev_m",
-            "edge_counts": g.get("edge_counts"), "pattern_match": pattern_match,
-            "checks": checks, "passed": all(checks.values())}
-
-
-def _quality_sentence(spec: Mapping[str, Any], q: Mapping[str, Any]) -> str:
-    facing = q["facing_error_max_deg"]
-    spacing = q["spacing"]
+# --------------------------------------------------------------------------- review
+def report_sentence(spec: Mapping[str, Any], rev: Mapping[str, Any],
+                    max_words: int | None = None) -> str:
+    """The report's sentence on the final state vs target_spec: the review's verdict and
+    what decided it (``review.sentence``), then the figures when they fit."""
+    head = (f"Against target_spec ({spec.get('pattern')}, {spec.get('facing')}, clearance "
+            f"{spec.get('clearance_m')} m):")
+    budget = None if max_words is None else max_words - len(head.split())
+    text = f"{head} {review.sentence(rev, budget)}"
+    f = rev.get("figures") or {}
+    facing, spacing = f.get("facing_error_max_deg"), f.get("spacing")
+    clearance = f.get("clearance_error_max_m")
     parts = [f"facing max {facing:.1f} deg" if facing is not None else "facing n/a",
-             f"clearance error max {q['clearance_error_max_m']:.3f} m",
-             f"{q['penetration_pairs']} penetrations",
-             ("ring gap CV " if q["spacing_kind"] == "ring_gap_cv" else "spacing deviation ")
+             f"clearance error max {clearance:.3f} m" if clearance is not None
+             else "clearance n/a",
+             f"{f.get('penetration_pairs') or 0} penetrations, "
+             f"{f.get('obstacle_penetrations') or 0} in obstacles",
+             ("ring gap CV " if f.get("spacing_kind") == "ring_gap_cv" else "spacing deviation ")
              + (f"{spacing:.3f}" if spacing is not None else "n/a")]
-    failed = [k for k, ok in q["checks"].items() if not ok]
-    verdict = "meets target_spec" if not failed else f"misses target_spec on {', '.join(failed)}"
-    return (f"Quality {verdict} ({spec.get('pattern')}, {spec.get('facing')}, clearance "
-            f"{spec.get('clearance_m')} m): {', '.join(parts)}.")
+    more = f" Figures: {', '.join(parts)}."
+    if max_words is None or len((text + more).split()) <= max_words:
+        text += more
+    return text
 
 
 def _ranges(iters: list[int]) -> str:
@@ -565,12 +569,13 @@ def _ranges(iters: list[int]) -> str:
 
 
 def report_text(final_iter: int | None, stop_reason: str, nonempty: list[int],
-                spec: Mapping[str, Any], q: Mapping[str, Any] | None) -> str:
-    """The contract's closing report (at most REPORT_MAX_WORDS words)."""
+                spec: Mapping[str, Any], rev: Mapping[str, Any] | None) -> str:
+    """The contract's closing report (at most REPORT_MAX_WORDS words); ``rev`` is the
+    final state's ``review.review_island``."""
     head = (f"Final iter_{final_iter}" if final_iter else "No refined iteration")
     text = f"{head}; stop: {stop_reason}. Non-empty iterations: {_ranges(nonempty)}."
-    if q is not None and final_iter:
-        text += " " + _quality_sentence(spec, q)
+    if rev is not None and final_iter:
+        text += " " + report_sentence(spec, rev, REPORT_MAX_WORDS - len(text.split()))
     words = text.split()
     if len(words) > REPORT_MAX_WORDS:  # a long error message in stop_reason
         text = " ".join(words[:REPORT_MAX_WORDS - 1]) + " ..."
@@ -588,6 +593,7 @@ class RunReport:
     errors: list[str]
     exit_code: int = 0
     run_json: Path | None = None
+    review: dict[str, Any] | None = None   # the final state's review (review.compact)
 
 
 @contextlib.contextmanager
@@ -619,7 +625,7 @@ class _RunLog:
             "status": "running", "started_utc": started, "finished_utc": None,
             "stop_reason": None, "final_iter": None, "exit_code": None, "ok": None,
             "nonempty_iters": [], "promoted": None, "iterations": [], "errors": [],
-            "report": None}
+            "review": None, "report": None}
 
     def add(self, entry: dict[str, Any]) -> None:
         self.doc["iterations"].append(entry)
@@ -687,6 +693,7 @@ def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings
 def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_iter: int,
           progress: Progress | None, log: _RunLog) -> RunReport:
     size = len(group.metadata.refined_members)
+    inputs = review.review_inputs(group)
     nonempty: list[int] = []
     errors: list[str] = []
     consecutive_empty = 0
@@ -734,13 +741,14 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
         consecutive_empty = 0 if members else consecutive_empty + 1
         if members:
             nonempty.append(n)
-        q = quality(result.geometry)
+        rev = review.review_island(inputs, result.geometry)
         entry.update(seconds={"decide_write": round(t1 - t0, 3),
-                              "step": round(time.perf_counter() - t1, 3)}, quality=q)
+                              "step": round(time.perf_counter() - t1, 3)},
+                     review=review.compact(rev))
         log.doc["nonempty_iters"] = nonempty
         log.add(entry)
         _say(progress, f"[agent] iter {n}/{max_iter} {phase.name}: {len(written.verdict.moved)} "
-                       f"member(s) moved; {'quality OK' if q['passed'] else 'not there yet'}")
+                       f"member(s) moved; {review.status(rev)}")
         if written.doc.get("final"):
             stop = f"agent marked iter {n} final"
             break
@@ -750,20 +758,22 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
         if n >= MIN_ITER and consecutive_empty >= EMPTY_STOP:
             stop = f"{consecutive_empty} consecutive empty iterations at iter {n}"
             break
-    final_quality = None
+    final_review = None
     if final >= 1:
         _finalize(group, final)
         log.doc["promoted"] = f"{REFINER_DIR}/iter_{final}/island.blend -> island.blend"
         geometry = read_object(group.iter_dir(final) / "geometry.json", UsageError,
                                "geometry.json", "rerun the group")
-        final_quality = quality(geometry)
-    text = report_text(final or None, stop, nonempty, group.target_spec.to_dict(), final_quality)
+        final_review = review.review_island(inputs, geometry)
+        log.doc["review"] = {"iter": final, **review.compact(final_review),
+                             "review_results": final_review["review_results"]}
+    text = report_text(final or None, stop, nonempty, group.target_spec.to_dict(), final_review)
     log.doc.update(status="completed" if exit_code == 0 else "failed", finished_utc=utc_now(),
                    stop_reason=stop, final_iter=final or None, exit_code=exit_code,
                    ok=exit_code == 0, errors=errors, report=text)
     log.save()
     return RunReport(final or None, stop, nonempty, text, exit_code == 0, errors, exit_code,
-                     log.path)
+                     log.path, review.compact(final_review) if final_review else None)
 
 
 def _say(progress: Progress | None, msg: str) -> None:

@@ -7,7 +7,8 @@ over the same library functions (one code path):
 tool               library function                                       CLI
 =================  =====================================================  ==============
 list_groups        ``iteration.load_group`` / ``completed_iters``         -
-group_status       the above, ``adapter.phase_for``, ``adapter.quality``  -
+group_status       the above, ``adapter.phase_for``, ``review.review_     -
+                   island`` (the one verdict: pass / fail / uncertain)
 init_iter0         ``iteration.init_iter0``                               init_iter0.py
 write_decision     ``adapter.write_decision`` (contract + magnitude       agent.py write
                    policy; a rejection names member, cap and phase)
@@ -61,7 +62,7 @@ import anyio.lowlevel
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 
-from . import adapter
+from . import adapter, review
 from .clirun import failure
 from .config import Settings, with_overrides
 from .errors import IslandError, TransformsError, UsageError
@@ -276,7 +277,8 @@ def _last_geometry(group: Group, n: int) -> dict[str, Any]:
     geometry = read_object(group.iter_dir(n) / "geometry.json", UsageError, "geometry.json",
                            f"rerun iter_step for iter {n}")
     return {"iter": n, "summary": geometry_summary(geometry),
-            "quality": adapter.quality(geometry), "group": geometry.get("group")}
+            "review": review.compact(review.review_island(group, geometry)),
+            "group": geometry.get("group")}
 
 
 def group_status_doc(group: Group, max_iter: int = adapter.DEFAULT_MAX_ITER) -> dict[str, Any]:
@@ -314,6 +316,10 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
     if doc["last_geometry"]:
         g = doc["last_geometry"]
         lines.append(f"[mcp] iter_{g['iter']} geometry: {g['summary']}")
+        lines.append(f"[mcp] iter_{g['iter']} {review.status({'summary': g['review']})}"
+                     + "".join(f"; not measured: {line}" for line in
+                               g["review"]["not_measured"][:3])
+                     + "".join(f"; {i['reason']}" for i in g["review"]["failing"][:3]))
     return lines
 
 
@@ -553,7 +559,7 @@ class IslandMCP:
                     "line": "[iter_step] sanity OK", "iter": n, "iter_dir": str(result.iter_dir),
                     "trivial": result.trivial, "warnings": result.warnings,
                     "geometry_summary": geometry_summary(result.geometry),
-                    "quality": adapter.quality(result.geometry)})
+                    "review": review.compact(review.review_island(root, result.geometry))})
             return await self._write(ctx, "iter_step", work)
 
         async def get_iteration(group_dir: str, iter: int | None = None,
@@ -633,7 +639,7 @@ class IslandMCP:
                     lines.append(f"[agent] run.json: {report.run_json}")
                 data = {"final_iter": report.final_iter, "stop_reason": report.stop_reason,
                         "nonempty_iters": report.nonempty_iters, "report": report.report_text,
-                        "ok": report.ok, "errors": report.errors,
+                        "ok": report.ok, "errors": report.errors, "review": report.review,
                         "run_json": str(report.run_json) if report.run_json else None}
                 if report.exit_code:
                     return error_result(report.exit_code, lines[1] if len(lines) > 1 else

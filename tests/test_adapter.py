@@ -81,7 +81,8 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     out = tmp_path_factory.mktemp("adapter_groups")
     groups = {}
-    for name, variant in (("long_table_5", "turned_90"), ("long_table_5", "pushed_in")):
+    for name, variant in (("long_table_5", "turned_90"), ("long_table_5", "pushed_in"),
+                          ("long_table_5", "correct")):
         arr = specs.arrange(name, variant)
         root = out / f"{name}__{variant}"
         root.mkdir()
@@ -222,7 +223,9 @@ def advance_from(group: Path, first: int, to_n: int) -> None:
 
 
 def test_converged_gate_writes_false_before_min_iter_or_without_an_earlier_move(
-        group: Path) -> None:
+        templates: dict[str, Path], tmp_path: Path) -> None:
+    group = fresh(templates, tmp_path, "correct")   # a state the review passes
+    init_iter0(group, SETTINGS, FakeWorker())
     advance(group, 3)
     early = write_decision(group, 3, {"members": {}, "converged": True}, model="t",
                            generated_by="t")
@@ -242,6 +245,24 @@ def test_converged_gate_writes_false_before_min_iter_or_without_an_earlier_move(
                              model="t", generated_by="t")
     assert not ignored.converged_honoured
     assert any("no earlier iteration moved" in w for w in ignored.warnings)
+
+
+def test_converged_gate_refuses_a_state_the_review_fails_and_a_moving_decision(
+        group: Path) -> None:
+    """One verdict: the chairs of turned_90 are still turned after three nudges, so the
+    review of iter_(N-1) fails and converged is written false, naming the failing items."""
+    advance(group, MIN_ITER)
+    refused = write_decision(group, MIN_ITER, {"members": {}, "converged": True},
+                             model="t", generated_by="t")
+    assert refused.converged_requested and not refused.converged_honoured
+    assert json.loads(refused.path.read_text())["converged"] is False
+    assert refused.review is not None and refused.review["summary"]["verdict"] == "fail"
+    warning = next(w for w in refused.warnings if "fails its review" in w)
+    assert "Review: fail" in warning and "deg off" in warning
+    moving = write_decision(group, MIN_ITER, {"members": {"chair_1": NUDGE}, "converged": True},
+                            model="t", generated_by="t")
+    assert not moving.converged_honoured
+    assert any("decision moves members" in w for w in moving.warnings)
 
 
 def test_junk_decision_text_or_a_non_object_is_a_transforms_error(group: Path) -> None:
@@ -310,7 +331,7 @@ def test_empties_interrupted_by_a_move_restart_the_count(templates: dict[str, Pa
 
 def test_converged_before_min_iter_is_ignored_and_honoured_at_min_iter(
         templates: dict[str, Path], tmp_path: Path) -> None:
-    g = fresh(templates, tmp_path)
+    g = fresh(templates, tmp_path, "correct")   # the review passes: the gate may honour it
     converged = {"members": {}, "converged": True}
     report = run(g, planned_agent(tmp_path, {1: NUDGES, 2: converged, 3: NUDGES,
                                              5: converged}))
@@ -330,7 +351,7 @@ def test_final_flag_and_promotion_after_a_solver_run(templates: dict[str, Path],
     assert report.ok and report.final_iter == MIN_ITER and report.nonempty_iters == [1]
     assert report.stop_reason == f"converged at iter {MIN_ITER}"
     assert len(report.report_text.split()) <= REPORT_MAX_WORDS
-    assert "meets target_spec" in report.report_text
+    assert "Review: pass" in report.report_text and "fail" not in report.report_text
     refiner = g / "simple_refiner"
     final = json.loads((refiner / f"iter_{MIN_ITER}/transforms.json").read_text())
     assert final["final"] is True and final["converged"] is True
@@ -342,7 +363,9 @@ def test_final_flag_and_promotion_after_a_solver_run(templates: dict[str, Path],
     log = json.loads((refiner / "run.json").read_text())
     assert log["status"] == "completed" and log["exit_code"] == 0
     assert [e["iter"] for e in log["iterations"]] == [1, 2, 3, 4, 5]
-    assert log["iterations"][-1]["quality"]["passed"] is True
+    assert log["iterations"][-1]["review"]["verdict"] == "pass"
+    assert log["review"]["verdict"] == "pass" and log["review"]["iter"] == MIN_ITER
+    assert log["iterations"][-1]["review"]["figures"]["penetration_pairs"] == 0
 
 
 def test_final_rewrite_preserves_members_converged_and_meta(templates: dict[str, Path],
@@ -505,7 +528,7 @@ def test_cli_run_solver_end_to_end_on_blender(real_group: Path, tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = proc.stdout.strip().splitlines()[-1]
     assert report.startswith("Final iter_5; stop: converged at iter 5")
-    assert len(report.split()) <= REPORT_MAX_WORDS and "meets target_spec" in report
+    assert len(report.split()) <= REPORT_MAX_WORDS and "Review: pass" in report
     refiner = g / "simple_refiner"
     geometry = json.loads((refiner / "iter_5/geometry.json").read_text())["group"]
     assert geometry["facing_error_max_deg"] <= 0.01 and geometry["penetration_pairs"] == 0

@@ -165,8 +165,11 @@ def test_a_full_loop_through_the_tools(client: Client, template: Path, root: Pat
     seconds = time.perf_counter() - t0
     assert stop is not None and stop[0] >= 5, stop
     assert "converged" in stop[1] or "empty" in stop[1]
-    quality = status["last_geometry"]["quality"]
-    assert quality["passed"], quality
+    review = status["last_geometry"]["review"]   # the one verdict (review.review_island)
+    assert review["verdict"] == "pass" and review["fail"] == 0, review
+    assert review["source"] == "island_tools.scene.verify.review_group"
+    assert "obstacle_penetrations" in review["figures"]
+    assert step["review"]["verdict"] == "pass"
     promoted = client.ok("promote_final", group_dir=str(group))
     last = stop[0]
     assert promoted["final_iter"] == last
