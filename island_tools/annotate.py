@@ -5,9 +5,11 @@ draws over ``render_bev.png`` (pillow only, no bpy):
 
 * the anchor outline from geometry.json (rect: centre +- half extents, with the edge names
   ``+x -x +y -y`` that delta_xyz and geometry.json use; round: a circle of ``radius_m``);
-* per member: a black arrow from its footprint centre along ``forward_canonical``, a green
-  tick toward its ``facing_target``, and a label with its name and facing error (red
-  background when geometry.json lists a penetration);
+* per member: a black arrow from its footprint centre along ``forward_canonical`` (a
+  symmetric member of order 2 or 4: a double-headed or 4-way mark along
+  ``facing_reference_canonical``, any of whose arms may point at the target), a green tick
+  toward its ``facing_target``, and a label with its name and facing error (red background
+  when geometry.json lists a penetration);
 * a legend and a 1 m scale bar.
 
 Pixel mapping (the worker's BEV camera, ``worker/render.py``): orthographic, centred on
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 MIN_SIZE_PX = 512
 ARROW_LEN_M = 0.45
 TICK_LEN_M = 0.30
+SYMMETRIC_ARM_M = 0.32    # each arm of a symmetric member's double-headed / 4-way mark
 HEAD_LEN_M = 0.12
 HEAD_HALF_WIDTH_M = 0.07
 LABEL_BEHIND_M = 0.45     # past the back of a dining chair (~0.5 m deep)
@@ -151,6 +154,15 @@ def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: ToPi
         _segment(draw, centre, target, TICK_LEN_M, at, TICK_COLOR, line, head=False)
     if forward:
         _segment(draw, centre, forward, ARROW_LEN_M, at, ARROW_COLOR, line + 1, head=True)
+    reference = m.get("facing_reference_canonical")
+    order = m.get("facing_symmetry_order")
+    if reference and not forward and order in (2, 4):
+        # symmetric: one arm per aligned direction (a double-headed or 4-way mark)
+        for k in range(int(order)):
+            a = 2.0 * math.pi * k / int(order)
+            c, s = math.cos(a), math.sin(a)
+            arm = [c * reference[0] - s * reference[1], s * reference[0] + c * reference[1]]
+            _segment(draw, centre, arm, SYMMETRIC_ARM_M, at, ARROW_COLOR, line, head=True)
     error = m.get("facing_error_deg")
     text = name if error is None else f"{name} {error:.0f}°"
     # Behind the member (opposite its arrow), where the label hides nothing it points at.
@@ -165,7 +177,8 @@ def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: ToPi
 def _legend(draw: ImageDraw.ImageDraw, px_per_m: float, font: Any, line: int) -> None:
     pad = 8
     text = ("canonical BEV: +X right, +Y up; bar: 1 m\n"
-            "black arrow: forward, green: facing target, blue: anchor")
+            "black arrow: forward, green: facing target, blue: anchor\n"
+            "double / 4-way arrow: symmetric, any arm may face")
     box = draw.multiline_textbbox((pad, pad), text, font=font)
     draw.rectangle([box[0] - 3, box[1] - 2, box[2] + 3, box[3] + 2], fill=LABEL_BG)
     draw.multiline_text((pad, pad), text, fill=(0, 0, 0), font=font)

@@ -331,12 +331,64 @@ class _Anchor:
 
 
 # forward_axes.json entries say whether a member's front was found ("front"), the member is
-# measurably symmetric so facing does not apply ("symmetric"), or neither could be told
-# ("undetermined": facing is not measured and verify raises an unknown). Entries written
-# before the field existed are read by the rule the detector used then.
+# measurably symmetric ("symmetric": facing is checked modulo its symmetry order), or neither
+# could be told ("undetermined": facing is not measured and verify raises an unknown).
+# Entries written before the field existed are read by the rule the detector used then.
 SYMMETRIC_MIN_CONFIDENCE = 0.8
 PARALLEL_COS = math.cos(math.radians(30.0))   # an anchor front this close to its long axis
-SYMMETRIC_FACING_NOTE = "symmetric: facing does not apply"
+# Symmetry orders (forward_axes.json ``symmetry.order``): 1 = a front; 2 / 4 = facing is
+# checked modulo 180 / 90 degrees about the entry's ``reference_axis_local``; "continuous" =
+# round, facing does not apply; None = the order was not measured, so facing is not either.
+SYMMETRY_ORDERS = (1, 2, 4, "continuous")
+ROUND_FACING_NOTE = "round (continuous rotational symmetry): facing does not apply"
+DECLARED_SYMMETRIC_NOTE = "declared symmetric (forward_axis override): facing does not apply"
+UNMEASURED_ORDER_NOTE = "symmetry order not measured"
+DECLARE_FIX = ("declare it with relation_graph.json groups[].forward_axis.{name} or the "
+               "object's custom property forward_axis (a front, or \"symmetric\" for no "
+               "facing)")
+UNDETERMINED_FACING_NOTE = ("front undetermined: facing is not measured (forward_axes.json; "
+                            "declare the front with a forward_axis override)")
+
+
+@dataclass(frozen=True)
+class FacingSymmetry:
+    """How a member's facing is measured, read from its forward_axes.json entry.
+
+    ``order``: 1 (``axis`` is the front), 2 or 4 (``axis`` is the reference axis: the member
+    is placed right when it points along the facing target modulo ``modulus_deg``),
+    ``"continuous"`` (round or declared symmetric: facing does not apply) or None (not
+    measured: ``note`` says why and what fixes it). ``source``: ``front``, ``measured``,
+    ``declared`` (a forward_axis override), ``legacy`` (an entry written before symmetry
+    orders), ``unmeasured`` (the detector could not measure the order) or ``undetermined``
+    (no front and no symmetry)."""
+
+    order: int | str | None
+    axis: np.ndarray | None
+    source: str
+    member: str = ""
+
+    @property
+    def modulus_deg(self) -> float | None:
+        return 360.0 / self.order if isinstance(self.order, int) else None
+
+    @property
+    def note(self) -> str | None:
+        """Why facing has no error for this member (None when it is measured)."""
+        if self.order == "continuous":
+            return DECLARED_SYMMETRIC_NOTE if self.source == "declared" else ROUND_FACING_NOTE
+        if self.source == "legacy":
+            return (f"{UNMEASURED_ORDER_NOTE}: the member is symmetric but forward_axes.json "
+                    "has no symmetry order for it (written before orders were measured), so "
+                    "facing is not measured; re-detect the forward axes (delete the group's "
+                    "forward_axes.json, init_iter0.py recomputes it) or "
+                    + DECLARE_FIX.format(name=self.member))
+        if self.source == "unmeasured":
+            return (f"{UNMEASURED_ORDER_NOTE}: the member is symmetric but its symmetry order "
+                    "could not be measured (forward_axes.json symmetry.order null), so facing "
+                    "is not measured; " + DECLARE_FIX.format(name=self.member))
+        if self.source == "undetermined":
+            return UNDETERMINED_FACING_NOTE
+        return None
 
 
 def front_is_lengthwise(layout: Mapping[str, Any] | None) -> bool:
@@ -379,6 +431,65 @@ def front_status(entry: Mapping[str, Any]) -> str:
             >= SYMMETRIC_MIN_CONFIDENCE:
         return "symmetric"
     return "undetermined"
+
+
+def facing_symmetry(name: str, entry: Any) -> FacingSymmetry:
+    """The facing symmetry of member ``name`` from its forward_axes.json entry (the rule is in
+    docs/ARCHITECTURE.md, "Facing"). A ``symmetry`` field that is not the documented object
+    raises GeometryError naming the field."""
+    axis = _parse_axis(name, entry)
+    status = front_status(entry)
+    if status == "front":
+        return FacingSymmetry(1, axis, "front", name)
+    if status == "undetermined":
+        return FacingSymmetry(None, None, "undetermined", name)
+    declared = entry.get("method") == "override"
+    sym = entry.get("symmetry")
+    where = f"members.{name}.symmetry"
+    if sym is None:   # written before symmetry orders: an override "symmetric" means no facing
+        return FacingSymmetry("continuous", None, "declared", name) if declared else \
+            FacingSymmetry(None, None, "legacy", name)
+    if not isinstance(sym, Mapping) or "order" not in sym:
+        raise GeometryError(f"symmetry of '{name}' is not an object with an 'order': {sym!r}",
+                            file="forward_axes.json", field=where)
+    order = sym["order"]
+    source = "declared" if declared else "measured"
+    if order is None:
+        return FacingSymmetry(None, None, "unmeasured", name)
+    if order == "continuous":
+        return FacingSymmetry("continuous", None, source, name)
+    if isinstance(order, bool) or order not in (2, 4):
+        raise GeometryError(f"symmetry order of symmetric '{name}' must be 2, 4, \"continuous\" "
+                            f"or null, got {order!r}", file="forward_axes.json",
+                            field=f"{where}.order")
+    ref = sym.get("reference_axis_local")
+    arr = np.asarray(ref, dtype=float) if isinstance(ref, (list, tuple)) else np.zeros(0)
+    unit = _unit(arr) if arr.shape == (2,) and np.all(np.isfinite(arr)) else None
+    if unit is None:
+        raise GeometryError(f"symmetry reference axis of '{name}' (order {order}) is not a "
+                            f"non-zero [x, y] pair: {ref!r}", file="forward_axes.json",
+                            field=f"{where}.reference_axis_local")
+    return FacingSymmetry(int(order), unit, source, name)
+
+
+def signed_angle_deg(a: np.ndarray, b: np.ndarray) -> float:
+    """The signed angle (degrees, counter-clockwise) that turns ``a`` onto ``b``."""
+    return math.degrees(math.atan2(float(a[0] * b[1] - a[1] * b[0]), float(np.dot(a, b))))
+
+
+def modulo_turn_deg(turn_deg: float, modulus_deg: float) -> float:
+    """The minimal turn equivalent to ``turn_deg`` modulo ``modulus_deg``: in
+    [-modulus/2, modulus/2)."""
+    half = modulus_deg / 2.0
+    return (turn_deg + half) % modulus_deg - half
+
+
+def modulo_facing_error_deg(direction: np.ndarray, target: np.ndarray, modulus_deg: float
+                            ) -> float:
+    """The smallest angle between ``target`` and ``direction`` turned by k * modulus, in
+    [0, modulus/2] (a 4-fold member at 90 degrees to its target is aligned)."""
+    r = signed_angle_deg(direction, target) % modulus_deg
+    return min(r, modulus_deg - r)
 
 
 def _parse_axis(name: str, entry: Any) -> np.ndarray | None:
@@ -456,7 +567,7 @@ class GeometryContext:
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
         self._context = ObstacleContext(context) if context else None
-        self._undetermined: set[str] = set()
+        self._symmetry: dict[str, FacingSymmetry] = {}
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
             else "undetermined"
@@ -464,9 +575,10 @@ class GeometryContext:
                              if self._anchor_status == "front" else None)
         for name in [anchor_id, *self.member_ids]:
             verts, faces = meshes[name]
-            axis = None if name == anchor_id else _parse_axis(name, fa_members.get(name))
-            if name != anchor_id and front_status(fa_members[name]) == "undetermined":
-                self._undetermined.add(name)
+            axis = None
+            if name != anchor_id:
+                sym = self._symmetry[name] = facing_symmetry(name, fa_members.get(name))
+                axis = sym.axis if sym.order == 1 else None
             self._data[name] = self._prepare(name, verts, faces, axis, prepared)
 
     @staticmethod
@@ -743,21 +855,25 @@ class GeometryContext:
             inward = -edges[edge]["normal"]
         tangent = None if ring_mode else edges[edge]["tangent"]
         axis = self._data[name].axis_local
-        forward = None
+        sym = self._symmetry[name]
+        forward = reference = None
         if axis is not None:
             forward = _unit((placed.rotation @ np.array([axis[0], axis[1], 0.0]))[:2])
-        target, error, note = self._facing(facing, forward, inward, anchor, axis is None,
+        if sym.order in (2, 4) and sym.axis is not None:
+            # the reference axis turns with the member's yaw exactly as a front does
+            reference = _unit((placed.rotation @ np.array([sym.axis[0], sym.axis[1], 0.0]))
+                              [:2])
+        target, error, note = self._facing(facing, forward, inward, anchor, sym, reference,
                                            None if front is None else front[0],
                                            lengthwise_front)
-        if axis is None and name in self._undetermined and facing != "mixed":
-            note = ("front undetermined: facing is not measured (forward_axes.json; declare "
-                    "the front with a forward_axis override)")
         clearance, _ = convex_signed_distance(placed.hull, anchor.hull)
         proj_t = None if tangent is None else placed.hull @ tangent
         return {
             "footprint_centre": centre, "yaw_deg": yaw,
             "forward_canonical": forward, "facing_target": target, "facing_error_deg": error,
-            "facing_note": note, "clearance_m": clearance,
+            "facing_note": note, "facing_symmetry_order": sym.order,
+            "facing_modulus_deg": sym.modulus_deg, "facing_reference_canonical": reference,
+            "clearance_m": clearance,
             "clearance_error_m": clearance - target_clearance, "penetrations": {},
             "edge": edge, "edge_role": role, "angle_deg": angle,
             "t": None if tangent is None else float(tangent @ (centre - anchor.centre)),
@@ -768,9 +884,12 @@ class GeometryContext:
 
     @staticmethod
     def _facing(facing: str, forward: np.ndarray | None, inward: np.ndarray | None,
-                anchor: _Anchor, symmetric: bool, anchor_front: np.ndarray | None = None,
-                lengthwise_front: bool = False
+                anchor: _Anchor, sym: FacingSymmetry, reference: np.ndarray | None,
+                anchor_front: np.ndarray | None = None, lengthwise_front: bool = False
                 ) -> tuple[np.ndarray | None, float | None, str | None]:
+        """(target, error, note): a front's unsigned angle to the target in [0, 180]; a 2- or
+        4-fold member's reference axis to the target modulo 180 / 90 degrees, in [0, 90] /
+        [0, 45]; no error (a note saying why) when facing does not apply or is not measured."""
         if facing == "mixed":
             return None, None, "mixed: see free_note"
         if facing == "toward_anchor":
@@ -782,13 +901,18 @@ class GeometryContext:
             target = parallel_facing_target(long_dir, anchor_front, forward, lengthwise_front)
         else:
             return None, None, f"unknown facing '{facing}'"
-        if symmetric:
-            return target, None, SYMMETRIC_FACING_NOTE
+        if sym.order not in (1, 2, 4):   # round, declared symmetric, or not measured
+            return target, None, sym.note
         if target is None:
             return None, None, "member footprint centre coincides with the anchor centre"
-        if forward is None:
-            return target, None, "forward axis is vertical at this pose"
-        return target, _angle_between_deg(forward, target), None
+        if sym.order == 1:
+            if forward is None:
+                return target, None, "forward axis is vertical at this pose"
+            return target, _angle_between_deg(forward, target), None
+        if reference is None:
+            return target, None, "symmetry reference axis is vertical at this pose"
+        modulus = sym.modulus_deg or 360.0
+        return target, modulo_facing_error_deg(reference, target, modulus), None
 
     def _obstacles(self, placed: dict[str, _Placed], members: dict[str, dict[str, Any]]
                    ) -> list[str]:
@@ -1013,6 +1137,9 @@ class GeometryContext:
             "facing_target": _vec(m["facing_target"]),
             "facing_error_deg": opt(m["facing_error_deg"]),
             "facing_note": m["facing_note"],
+            "facing_symmetry_order": m["facing_symmetry_order"],
+            "facing_modulus_deg": opt(m["facing_modulus_deg"]),
+            "facing_reference_canonical": _vec(m["facing_reference_canonical"]),
             "clearance_m": _num(m["clearance_m"]),
             "clearance_error_m": _num(m["clearance_error_m"]),
             "penetrations": {k: _num(v) for k, v in sorted(m["penetrations"].items())},

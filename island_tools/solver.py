@@ -54,7 +54,10 @@ front (``align``: a bed wider than it is long still runs head to foot along its 
 else whichever of +-long axis is closer to the member's forward
 (``geometry.parallel_facing_target``, what geometry.json measures with); ``mixed``:
 per-member directions read from ``free_note`` (``parse_mixed_facing``),
-members it does not mention keep their yaw. Symmetric members keep their yaw. Each member
+members it does not mention keep their yaw. A symmetric member of order 2 or 4
+(``forward_axes.json`` ``symmetry``) turns its reference axis to the nearest yaw aligned with
+the target modulo 180 / 90 degrees (the minimal turn, what geometry.json measures modulo);
+round (continuous) members and those whose order was not measured keep their yaw. Each member
 gets its own yaw delta (never one delta for all).
 
 Clearance: the yaw pivots on the footprint centre and changes the footprint, so the
@@ -118,7 +121,9 @@ from .geometry import (
     SLOT_GAP_M,
     convex_hull_2d,
     convex_signed_distance,
+    facing_symmetry,
     front_is_lengthwise,
+    modulo_turn_deg,
     parallel_facing_target,
 )
 from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
@@ -439,9 +444,10 @@ class _MeshData:
     vertices: np.ndarray
     local_hull: np.ndarray
     pivot_local: np.ndarray
-    axis_local: np.ndarray | None
+    axis_local: np.ndarray | None   # the front, or a 2- / 4-fold member's reference axis
     seat_local: np.ndarray
     z_range: tuple[float, float]   # local vertex z, lowest and highest
+    modulus_deg: float = 360.0     # facing is aligned modulo this turn (180 / 90: symmetric)
 
 
 @dataclass(frozen=True)
@@ -471,10 +477,11 @@ class _Member:
     name: str
     pivot: np.ndarray
     hull_rel: np.ndarray        # current footprint relative to the pivot
-    forward: np.ndarray | None
+    forward: np.ndarray | None  # the front, or a symmetric member's reference axis
     edge: str                   # geometry.json's current edge
     penetrating: bool
     seat_rel: np.ndarray = field(default_factory=lambda: np.zeros(2))  # seat centre - pivot
+    modulus_deg: float = 360.0  # its facing is aligned modulo this turn
 
 
 @dataclass(frozen=True)
@@ -531,13 +538,17 @@ class Solver:
         axes = forward_axes.get("members", {})
         self._mesh: dict[str, _MeshData] = {}
         for name, (verts, faces) in meshes.items():
-            axis = None
-            if name != anchor_id and axes.get(name, {}).get("axis_local") is not None:
-                axis = np.asarray(axes[name]["axis_local"], dtype=float)
+            axis, modulus = None, 360.0
+            entry = axes.get(name) if name != anchor_id else None
+            if isinstance(entry, Mapping) and "axis_local" in entry:
+                # what geometry.json measures: a front, or a 2- / 4-fold reference axis
+                sym = facing_symmetry(name, entry)
+                if sym.order in (1, 2, 4) and sym.axis is not None:
+                    axis, modulus = sym.axis, sym.modulus_deg or 360.0
             hull, pivot, seat = _plan_shape(verts, faces)
             v = np.asarray(verts, dtype=float)
             self._mesh[name] = _MeshData(v, hull, pivot, axis, seat,
-                                         (float(v[:, 2].min()), float(v[:, 2].max())))
+                                         (float(v[:, 2].min()), float(v[:, 2].max())), modulus)
         facing = self.spec["facing"]
         if facing == "mixed":
             self._facing = parse_mixed_facing(self.spec.get("free_note") or "", self.member_ids)
@@ -641,7 +652,8 @@ class Solver:
                 forward = f / norm if norm > 1e-12 else None
             seat = frames.pivot_in_frame(pose, data.seat_local)[:2]
             out[name] = _Member(name, pivot, self._footprint(name, pose) - pivot, forward,
-                                geometry["members"][name]["edge"], name in hot, seat - pivot)
+                                geometry["members"][name]["edge"], name in hot, seat - pivot,
+                                data.modulus_deg)
         return out
 
     # ----------------------------------------------------------------- targets
@@ -656,7 +668,10 @@ class Solver:
         else:   # parallel: resolved against the anchor's front, as geometry.json measures it
             want = parallel_facing_target(anchor.long_dir, anchor.front, m.forward,
                                           front_is_lengthwise(self.layout))
-        return _signed_angle_deg(m.forward, want)
+        turn = _signed_angle_deg(m.forward, want)
+        if m.modulus_deg < 360.0:   # symmetric: the nearest aligned yaw modulo its order
+            turn = modulo_turn_deg(turn, m.modulus_deg)
+        return turn
 
     def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor) -> tuple[float, np.ndarray]:
         yaw = self._yaw_to(m, -edge.normal, anchor)

@@ -148,12 +148,27 @@ def test_away_parallel_mixed_and_symmetric_facing() -> None:
     assert all(m["facing_error_deg"] is None and m["facing_note"] == "mixed: see free_note"
                for m in mixed["members"].values())
     assert mixed["group"]["facing_error_max_deg"] is None
+    # symmetric without a measured order (an entry written before symmetry orders): facing
+    # is not measured, and the note says so and how to fix it
     axes = {"members": {n: AXES_MINUS_Y for n in "abcd"}
             | {"e": {"axis_local": None, "status": "symmetric"}}}
     sym = run(poses, spec("2+2+1", 5), axes=axes)
     assert sym["members"]["e"]["facing_error_deg"] is None
     assert sym["members"]["e"]["forward_canonical"] is None
-    assert sym["members"]["e"]["facing_note"] == "symmetric: facing does not apply"
+    assert sym["members"]["e"]["facing_symmetry_order"] is None
+    assert sym["members"]["e"]["facing_note"].startswith("symmetry order not measured")
+    assert "forward_axis.e " in sym["members"]["e"]["facing_note"]
+    # a measured order: facing modulo 360 / order about the reference axis (e faces the
+    # table along its local -Y; turned 90 degrees it is off by 90 for order 2, aligned for 4)
+    turned = table_2_2_1(e=facing_pose("+x", 0.0, 0.1) @ frames.rot_z(90.0))
+    for order, error in ((2, 90.0), (4, 0.0)):
+        axes["members"]["e"] = {"axis_local": None, "status": "symmetric",
+                                "symmetry": {"order": order, "confidence": 1.0,
+                                             "reference_axis_local": [0.0, -1.0]}}
+        e = run(turned, spec("2+2+1", 5), axes=axes)["members"]["e"]
+        assert e["facing_error_deg"] == pytest.approx(error, abs=1e-6)
+        assert (e["facing_symmetry_order"], e["facing_modulus_deg"]) == (order, 360.0 / order)
+    assert run(poses, spec("2+2+1", 5))["members"]["a"]["facing_symmetry_order"] == 1
     # a front that could not be determined is not "symmetric": facing is not measured
     axes["members"]["e"] = {"axis_local": None, "method": "symmetric", "confidence": 0.3}
     unknown = run(poses, spec("2+2+1", 5), axes=axes)

@@ -239,15 +239,44 @@ def test_undetermined_front_is_an_unknown_never_a_pass() -> None:
     assert after["new_unknowns"] == [] and after["summary"]["verdict"] == "pass"
 
 
-def test_measured_symmetry_is_a_pass_where_facing_does_not_apply() -> None:
+def test_measured_symmetry_is_checked_modulo_its_order() -> None:
+    """Symmetry is a measured claim with an order: 2- and 4-fold members are judged on their
+    error modulo 180 / 90 degrees, a round one passes where facing does not apply, and one
+    whose order was not measured is uncertain, never a pass (tests/test_symmetry_facing.py
+    measures the same on real geometry)."""
     axes = copy.deepcopy(AXES)
     axes["members"]["b"] = {"axis_local": None, "method": "symmetric", "confidence": 0.99}
-    g = geometry({"a": member(), "b": member(facing=None,
-                                             note="symmetric: facing does not apply")})
-    review = verify.review_group("g", g, SPEC, axes, ["a", "b"])
-    assert review["new_unknowns"] == [] and review["summary"]["verdict"] == "pass"
-    assert "measured symmetric" in by_id(review)["object_b"]["reason"]
-    assert "not applicable" in by_id(review)["facing_b"]["reason"]
+
+    def sym(order, facing=None, note=None, modulus=None) -> dict:
+        return {**member(facing=facing, note=note), "forward_canonical": None,
+                "facing_symmetry_order": order, "facing_modulus_deg": modulus}
+
+    round_ = verify.review_group("g", geometry({"a": member(), "b": sym(
+        "continuous", note="round (continuous rotational symmetry): facing does not apply")}),
+        SPEC, axes, ["a", "b"])
+    assert round_["new_unknowns"] == [] and round_["summary"]["verdict"] == "pass"
+    assert "measured round" in by_id(round_)["object_b"]["reason"]
+    assert "not applicable: round piece" in by_id(round_)["facing_b"]["reason"]
+    square = verify.review_group("g", geometry({"a": member(), "b": sym(4, 3.0, modulus=90.0)}),
+                                 SPEC, axes, ["a", "b"])
+    assert square["summary"]["verdict"] == "pass"
+    assert "measured symmetric of order 4" in by_id(square)["object_b"]["reason"]
+    bench = verify.review_group("g", geometry({"a": member(), "b": sym(2, 40.0, modulus=180.0)}),
+                                SPEC, axes, ["a", "b"])
+    assert by_id(bench)["facing_b"]["verdict"] == "fail"
+    assert "modulo 180 deg" in by_id(bench)["facing_b"]["reason"]
+    assert bench["violation_score"] == pytest.approx((2.0 + 40.0) / 90.0)
+    # an order that was not measured (null, or an entry written before the field existed)
+    unmeasured = verify.review_group("g", geometry({"a": member(), "b": sym(
+        None, note="symmetry order not measured: ...")}), SPEC, axes, ["a", "b"])
+    assert by_id(unmeasured)["facing_b"]["verdict"] == "uncertain"
+    assert unmeasured["summary"]["verdict"] == "uncertain"
+    assert "symmetry order not measured" in by_id(unmeasured)["facing_b"]["reason"]
+    # a geometry.json written before symmetry orders says "symmetric: facing does not
+    # apply" and no order: not measured either
+    old = verify.review_group("g", geometry({"a": member(), "b": member(
+        facing=None, note="symmetric: facing does not apply")}), SPEC, axes, ["a", "b"])
+    assert old["summary"]["verdict"] == "uncertain"
 
 
 def test_uncheckable_pattern_is_an_unknown() -> None:

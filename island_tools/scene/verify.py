@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..geometry import CLEARANCE_VIOLATION_TOL_M, SYMMETRIC_FACING_NOTE, front_status
+from ..geometry import CLEARANCE_VIOLATION_TOL_M, DECLARED_SYMMETRIC_NOTE, front_status
 
 FACING_TOL_DEG = 10.0
 CLEARANCE_TOL_M = CLEARANCE_VIOLATION_TOL_M       # closer than target by more: fail
@@ -152,10 +152,12 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
             continue
         if uid in resolved:
             evidence["forward_axis_resolution"] = resolved[uid]
-        front = {"front": "found", "symmetric": "measured symmetric (facing does not apply)",
+        evidence["symmetry"] = axis.get("symmetry")
+        evidence["facing_symmetry_order"] = m.get("facing_symmetry_order")
+        front = {"front": "found", "symmetric": _symmetric_front(m, axis),
                  "undetermined": "not needed (facing is 'mixed')"}[status]
-        if axis.get("method") == "override":
-            front = "declared" + (" symmetric" if status == "symmetric" else "")
+        if axis.get("method") == "override" and status == "front":
+            front = "declared"
         items.append(_item(oid, "pass", f"'{name}' is present, its front is {front}, it "
                                         "penetrates nothing", "object", name, gid,
                            evidence=evidence))
@@ -175,7 +177,8 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
                                    "constraint", name, gid, FAMILIES[check], oid, 0.5))
                 continue
             if check == "facing":
-                items.append(_facing_item(cid, name, gid, m, facing_rule))
+                items.append(_facing_item(cid, name, gid, m, facing_rule,
+                                          _axis_entry(forward_axes, name)))
             else:
                 items.append(_clearance_item(cid, name, gid, m, target_clearance, spacing_rule))
 
@@ -243,27 +246,59 @@ def not_measured(items: Iterable[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str
-                 ) -> dict[str, Any]:
+def _declared(m: Mapping[str, Any], axis: Mapping[str, Any]) -> bool:
+    return axis.get("method") == "override" or m.get("facing_note") == DECLARED_SYMMETRIC_NOTE
+
+
+def _symmetric_front(m: Mapping[str, Any], axis: Mapping[str, Any]) -> str:
+    """The object review's words for a symmetric member's front, by its symmetry order."""
+    order = m.get("facing_symmetry_order")
+    how = "declared" if _declared(m, axis) else "measured"
+    if order in (2, 4):
+        return (f"{how} symmetric of order {order} (facing checked modulo "
+                f"{360 // int(order)} deg)")
+    if order == "continuous":
+        return ("declared symmetric (facing does not apply)" if how == "declared" else
+                "measured round (continuous symmetry: facing does not apply)")
+    return f"{how} symmetric with its symmetry order not measured (facing is not measured)"
+
+
+def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str,
+                 axis: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A front: pass within FACING_TOL_DEG of the target. A 2- or 4-fold symmetric member:
+    the same on its error modulo 180 / 90 degrees. A round (continuous) or declared
+    symmetric member: a pass where facing does not apply, saying which. Anything else
+    without an error (symmetry order not measured, 'mixed', a centre on the anchor's, a
+    vertical front) was not measured, so it is uncertain, never a pass."""
     err = m.get("facing_error_deg")
+    order = m.get("facing_symmetry_order")
+    modulus = m.get("facing_modulus_deg")
     ev = {"facing_error_deg": err, "forward_canonical": m.get("forward_canonical"),
-          "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG}
+          "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG,
+          "symmetry_order": order, "modulus_deg": modulus,
+          "reference_canonical": m.get("facing_reference_canonical")}
     if err is None:
         note = m.get("facing_note") or "no facing error was computed"
-        if note == SYMMETRIC_FACING_NOTE:   # measured: no side of the member is distinguishable
-            return _item(cid, "pass", f"not applicable: {note}", "constraint", name, gid,
+        if order == "continuous":
+            why = ("declared symmetric: facing does not apply"
+                   if _declared(m, axis or {}) else
+                   "round piece (continuous symmetry): facing does not apply")
+            return _item(cid, "pass", f"not applicable: {why}", "constraint", name, gid,
                          evidence={**ev, "applicable": False, "note": note})
-        # 'mixed' facing (prose in free_note), a centre on the anchor's, a vertical front:
-        # facing was not measured, so it is not a pass
+        # symmetry order not measured, 'mixed' facing (prose in free_note), a centre on the
+        # anchor's, a vertical front: facing was not measured, so it is not a pass
         return _item(cid, "uncertain", f"facing of '{name}' is not measured: {note}",
                      "constraint", name, gid, FAMILIES["facing"], confidence=0.5,
                      evidence={**ev, "applicable": None, "note": note})
+    sym = ""
+    if order in (2, 4) and modulus is not None:
+        sym = f" modulo {float(modulus):g} deg (symmetric of order {order})"
     if err <= FACING_TOL_DEG:
-        return _item(cid, "pass", f"'{name}' faces its target within {err:.2f} deg",
+        return _item(cid, "pass", f"'{name}' faces its target within {err:.2f} deg{sym}",
                      "constraint", name, gid, confidence=margin_confidence(err, FACING_TOL_DEG),
                      evidence=ev)
-    return _item(cid, "fail", f"'{name}' is {err:.1f} deg off its {rule} target", "constraint",
-                 name, gid, FAMILIES["facing"],
+    return _item(cid, "fail", f"'{name}' is {err:.1f} deg off its {rule} target{sym}",
+                 "constraint", name, gid, FAMILIES["facing"],
                  confidence=margin_confidence(err, FACING_TOL_DEG), evidence=ev)
 
 
@@ -364,7 +399,8 @@ def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any
 def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any]) -> float:
     """One number per group, 0 = every measured constraint met; lower is better.
 
-    score = sum over members of facing_error_deg / 90 (where facing applies)
+    score = sum over members of facing_error_deg / 90 (where facing is measured: a front's
+            error, a 2- or 4-fold symmetric member's error modulo 180 / 90 degrees)
           + sum over members of |clearance_error_m| / 0.10 (for 'loose' only the part
             closer than the target counts)
           + spacing: sum over edges of the max slot deviation / 0.10, or ring_gap_cv / 0.10
