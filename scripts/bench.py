@@ -66,6 +66,9 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--work", default=str(REPO_ROOT / "out" / "bench"), help="scratch dir")
     ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke-testing")
+    ap.add_argument("--split", choices=("tuned", "untouched", "both"), default="both",
+                    help="fronts section: which part of the frozen front-corpus split "
+                         "(fixtures/fronts_split.json) to report; both = two tables")
     args = ap.parse_args(argv)
     from fixtures.assets import assets_dir
 
@@ -85,7 +88,12 @@ def _main(argv: list[str] | None) -> int:
         result = module.run(args)
         result["seconds"] = round(time.perf_counter() - t0, 2)
         report["sections"][name] = result
-        print_table(module.TITLE, result["columns"], result["rows"])
+        if result.get("tables"):   # a section reporting several tables (fronts: per split)
+            for table in result["tables"]:
+                print_table(f"{module.TITLE}: {table['title']}", table["columns"],
+                            table["rows"])
+        else:
+            print_table(module.TITLE, result["columns"], result["rows"])
         for note in result.get("notes", []):
             print(f"  note: {note}")
     out = Path(args.json)
