@@ -252,14 +252,19 @@ def test_verification_items_and_the_resolved_unknown(full_run: dict) -> None:
                 == {"constraint"}
         assert {"pattern", "spacing"} <= set(items)
         assert doc["summary"]["all_pass"], [i for i in items.values() if i["verdict"] != "pass"]
-    # the coffee table's mesh is measurably symmetric: facing does not apply, no unknown
+    # the coffee table's mesh is measurably symmetric under a half turn (order 2): no
+    # unknown, and its facing is measured modulo 180 deg (its long side toward the sofa)
     state = load(scene / "state.json")
     assert state["groups"]["lounge"]["unknowns"] == []
     axes = load(scene / "relation_groups/lounge/forward_axes.json")
     assert axes["members"]["lounge.coffee_table"]["status"] == "symmetric"
+    assert axes["members"]["lounge.coffee_table"]["symmetry"]["order"] == 2
     items = {i["id"]: i for i in load(scene / "relation_groups/lounge/verification.json")
              ["review_results"]}
-    assert "measured symmetric" in items["object_lounge.coffee_table"]["reason"]
+    assert "measured symmetric of order 2" in items["object_lounge.coffee_table"]["reason"]
+    facing = items["facing_lounge.coffee_table"]
+    assert facing["verdict"] == "pass" and "modulo 180 deg" in facing["reason"]
+    assert facing["evidence"]["facing_error_deg"] <= 10.0
     assert state["groups"]["lounge"]["verification"]["verdict"] == "pass"
 
 

@@ -9,7 +9,10 @@ Two passes, objects first:
   another member, or the island's fixed context: a wall, another group, a bystander);
 * ``facing_<member>``, ``clearance_<member>``: blocked (uncertain, ``blocked_by`` =
   ``object_<member>``) unless that object review passed; an object review that is only
-  uncertain (its front undetermined) blocks facing, not clearance (hull to hull);
+  uncertain (its front undetermined) blocks facing, not clearance (hull to hull). Facing is
+  judged modulo the member's symmetry order (a 2- / 4-fold member on its error modulo
+  180 / 90 degrees; a round or declared symmetric one passes as not applicable; one whose
+  order was not measured is uncertain);
 * ``pattern``, ``spacing``: group constraints, blocked by the object reviews of absent members
   (they only need positions).
 
