@@ -52,6 +52,15 @@ manifests (rotated with the pose and any baked yaw) and checks:
 
 A case passes when every check passes and the loop converged within 20 iterations with
 every decision accepted by the adapter.
+
+One verdict (second table, issue 24): on each case's final state, the loop's verdict (what
+``adapter.run_group`` records: ``review.review_island`` of the loop's geometry) against the
+scene pipeline's (``scene.verify.review_group`` on geometry recomputed from the final poses
+by a fresh ``GeometryContext``, as ``verify_stage.verify_group`` does): they are one function,
+so they must agree on every case (verdict, counts, not-measured lines, failing items). Beside
+it, the removed ``adapter.quality()`` passed-flag (kept in this file only, ``old_quality``)
+against the scene verdict: how often the loop used to tell its agent "meets target_spec" on
+a state the review does not pass (or the reverse).
 """
 from __future__ import annotations
 
@@ -351,6 +360,58 @@ def judge(case: Any, poses: dict[str, np.ndarray]) -> dict[str, Any]:
             "deep_pairs": deep}
 
 
+# ------------------------------------------------------------------------- one verdict
+# The removed adapter.quality() (before issue 24), kept here only to count what it got wrong.
+OLD_FACING_TARGET_DEG = 5.0
+OLD_CLEARANCE_TARGET_M = 0.03
+OLD_SPACING_TARGET_M = 0.05
+OLD_RING_CV_TARGET = 0.05
+
+
+def old_quality(geometry: dict[str, Any]) -> dict[str, Any]:
+    """A verbatim copy of the old ``adapter.quality`` (unmeasured facing, a missing pattern
+    or count counted as met; obstacle penetrations not looked at)."""
+    g = geometry.get("group", {})
+    spacing = g.get("spacing", {})
+    ring = spacing.get("mode") == "ring"
+    spacing_value = spacing.get("ring_gap_cv") if ring else spacing.get("max_deviation_m")
+    facing = g.get("facing_error_max_deg")
+    clearance = g.get("clearance_error_max_m")
+    pattern_match = g.get("pattern", {}).get("match")
+    checks = {
+        "facing": facing is None or facing <= OLD_FACING_TARGET_DEG,
+        "clearance": clearance is not None and clearance <= OLD_CLEARANCE_TARGET_M,
+        "penetration": g.get("penetration_pairs", 0) == 0,
+        "spacing": spacing_value is None
+        or spacing_value <= (OLD_RING_CV_TARGET if ring else OLD_SPACING_TARGET_M),
+        "counts": pattern_match is not False and g.get("member_count", {}).get("match", True),
+    }
+    return {"checks": checks, "passed": all(checks.values())}
+
+
+def verdicts(case: Any, loop: Any) -> dict[str, Any]:
+    """The loop's verdict vs the scene's on the final state, and the old flag."""
+    from island_tools.geometry import GeometryContext
+    from island_tools.scene.verify import review_group
+
+    meshes = {n: (it.vertices, it.faces) for n, it in case.items().items()}
+    scene_geometry = GeometryContext(meshes, "anchor", loop.axes).compute(
+        loop.poses, case.spec, loop.iters)
+    scene = review_group("case", scene_geometry, case.spec, loop.axes, case.names, {})
+    mine = loop.review
+    failing = [i["id"] for i in mine["review_results"] if i["verdict"] == "fail"]
+    agree = (mine["summary"] == scene["summary"]
+             and failing == [i["id"] for i in scene["review_results"] if i["verdict"] == "fail"])
+    old = old_quality(loop.geometry)
+    scene_verdict = scene["summary"]["verdict"]
+    return {"loop_verdict": mine["summary"]["verdict"], "scene_verdict": scene_verdict,
+            "verdicts_agree": agree, "old_quality_passed": old["passed"],
+            "old_quality_checks": old["checks"],
+            "old_vs_scene_disagree": old["passed"] != (scene_verdict == "pass"),
+            "review_failing": failing, "not_measured": mine["summary"]["not_measured"],
+            "gate_refused": loop.gate_refused, "stop": loop.stop}
+
+
 # ------------------------------------------------------------------------- running
 def evaluate(pattern: str, seed: int) -> dict[str, Any]:
     """One case: build, run the loop, judge (runs in a worker process)."""
@@ -364,11 +425,41 @@ def evaluate(pattern: str, seed: int) -> dict[str, Any]:
     if loop.rejected:
         failures.insert(0, f"decision rejected by the adapter: {loop.rejected}")
     elif not loop.converged:
-        failures.insert(0, f"not converged in {loop.iters} iterations")
+        failures.insert(0, f"not converged in {loop.iters} iterations ({loop.stop}"
+                           + (f"; converged refused at iter {loop.gate_refused[0]}: the "
+                              f"review fails {', '.join(verdicts_failing(loop))}"
+                              if loop.gate_refused else "") + ")")
     return {**case.describe(), "iters": loop.iters, "converged": loop.converged,
             "rejected": loop.rejected, "nonempty": loop.nonempty, **verdict,
+            **verdicts(case, loop),
             "failures": failures, "passed": not failures,
             "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def verdicts_failing(loop: Any) -> list[str]:
+    return [i["id"] for i in loop.review["review_results"] if i["verdict"] == "fail"]
+
+
+def verdict_table(results: list[dict[str, Any]], patterns: tuple[str, ...]
+                  ) -> dict[str, Any]:
+    """Loop-vs-scene verdict agreement per pattern, and the old flag's disagreement."""
+    columns = ["pattern/convention", "cases", "loop = scene", "scene pass", "scene fail",
+               "scene uncertain", "old quality passed", "old vs scene disagree",
+               "gate refused"]
+
+    def row(name: str, rs: list[dict[str, Any]]) -> list[Any]:
+        return [name, len(rs), f"{sum(r['verdicts_agree'] for r in rs)}/{len(rs)}",
+                *(sum(r["scene_verdict"] == v for r in rs)
+                  for v in ("pass", "fail", "uncertain")),
+                sum(r["old_quality_passed"] for r in rs),
+                sum(r["old_vs_scene_disagree"] for r in rs),
+                sum(bool(r["gate_refused"]) for r in rs)]
+
+    rows = [row(p, [r for r in results if r["pattern"] == p]) for p in patterns
+            if any(r["pattern"] == p for r in results)]
+    rows.append(row("ALL", results))
+    return {"title": "one verdict (loop review_island vs scene review_group; old "
+                     "quality() flag vs scene)", "columns": columns, "rows": rows}
 
 
 def _fmt_spacing(values: list[tuple[float, str]]) -> Any:
@@ -438,6 +529,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  statistics.median(r["iters"] for r in results),
                  max(r["iters"] for r in results), None, None, None])
     failed = [r for r in results if not r["passed"]]
+    one = verdict_table(results, PATTERNS)
+    agree = sum(r["verdicts_agree"] for r in results)
+    old_wrong = [r for r in results if r["old_vs_scene_disagree"]]
     notes = [
         f"{passed}/{len(results)} cases pass in {wall:.0f} s ({workers} processes); seeded "
         f"(seed = {BASE_SEED} + 1000 * pattern index + case index; repro: "
@@ -454,11 +548,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "the documented slots (ring: gap CV <= 0.05; T: centring, bed: back alignment, both "
         "<= 0.05 m), converged within 20 iterations; ring spacing column is the gap CV",
     ]
+    notes.append(
+        f"one verdict: loop = scene on {agree}/{len(results)} final states (after issue 24 "
+        "both are scene.verify.review_group; the scene side recomputes the geometry from the "
+        f"poses); the old quality() passed-flag disagreed with the scene verdict on "
+        f"{len(old_wrong)}/{len(results)} (before: the loop's report and gate used it)")
+    for r in old_wrong[:5]:
+        notes.append(f"OLD-FLAG {r['pattern']} seed {r['seed']}: old passed="
+                     f"{r['old_quality_passed']}, scene {r['scene_verdict']}"
+                     + (f" ({'; '.join(r['review_failing'][:3])})" if r["review_failing"]
+                        else f" ({'; '.join(r['not_measured'][:1])})"
+                        if r["not_measured"] else ""))
     for r in failed:
         notes.append(f"FAIL {r['pattern']} seed {r['seed']} [{','.join(r['tags'])}]: "
                      + "; ".join(r["failures"][:3]))
-    return {"columns": columns, "rows": rows, "notes": notes,
-            "data": {"wall_seconds": round(wall, 2), "cases": results}}
+    main_table = {"title": "solver vs independent judge", "columns": columns, "rows": rows}
+    return {"columns": columns, "rows": rows, "tables": [main_table, one], "notes": notes,
+            "data": {"wall_seconds": round(wall, 2), "cases": results,
+                     "one_verdict": {"agree": agree, "cases": len(results),
+                                     "old_quality_disagree": len(old_wrong)}}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -489,11 +597,14 @@ def main(argv: list[str] | None = None) -> int:
             print("bench quality: no failed case in", args.failed_from)
             return 0
     result = run(args)
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in result["rows"]))
-              for i, c in enumerate(result["columns"])]
-    print("  ".join(str(c).ljust(w) for c, w in zip(result["columns"], widths)))
-    for row in result["rows"]:
-        print("  ".join(("-" if v is None else str(v)).ljust(w) for v, w in zip(row, widths)))
+    for table in result["tables"]:
+        widths = [max(len(str(c)), *(len(str(r[i])) for r in table["rows"]))
+                  for i, c in enumerate(table["columns"])]
+        print(f"## {TITLE}: {table['title']}")
+        print("  ".join(str(c).ljust(w) for c, w in zip(table["columns"], widths)))
+        for row in table["rows"]:
+            print("  ".join(("-" if v is None else str(v)).ljust(w)
+                            for v, w in zip(row, widths)))
     for note in result["notes"]:
         print(f"  note: {note}")
     if args.json:

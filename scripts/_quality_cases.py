@@ -39,9 +39,14 @@ Infinigen's desks are not used for the desk convention: their manifest front is 
 ``run_loop`` is ``tests/test_solver.py::simulate``'s loop on these meshes: ``Solver.decide``
 -> ``schemas.parse_transforms`` + ``adapter.check_policy`` (a decision the adapter rejects
 fails the case) -> ``frames.apply_member_delta`` about the footprint centre ->
-``GeometryContext.compute``; it stops on ``converged`` from ``adapter.MIN_ITER`` on, at most
-20 iterations. This is exactly what the Blender loop (``adapter.run_group``) does minus
-rendering: the poses that loop reads back from the saved .blend equal these to float32.
+``GeometryContext.compute``; it stops as ``adapter.run_group`` does: on a ``converged`` the
+adapter's gate honours (from ``adapter.MIN_ITER`` on, after an earlier move, moving nothing,
+on a state whose ``review.review_island`` does not fail: the one verdict), or after
+``adapter.EMPTY_STOP`` consecutive empty iterations from MIN_ITER on, at most 20 iterations.
+This is exactly what the Blender loop does minus rendering: the poses that loop reads back
+from the saved .blend equal these to float32. ``LoopResult.review`` is the loop's verdict on
+the final state (what run.json records), ``gate_refused`` the iterations whose converged the
+gate refused.
 """
 from __future__ import annotations
 
@@ -625,14 +630,19 @@ class LoopResult:
     rejected: str | None
     nonempty: list[int]
     seconds: float
+    geometry: dict[str, Any] = field(default_factory=dict)   # the final state's, as measured
+    axes: dict[str, Any] = field(default_factory=dict)        # forward axes of the case
+    review: dict[str, Any] | None = None    # review.review_island of the final state
+    gate_refused: list[int] = field(default_factory=list)     # converged refused: review fails
+    stop: str = ""
 
 
 def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     """``tests/test_solver.py::simulate``'s loop (see the module docstring)."""
     import time
 
-    from island_tools import frames
-    from island_tools.adapter import MIN_ITER, check_policy
+    from island_tools import frames, review
+    from island_tools.adapter import EMPTY_STOP, MIN_ITER, check_policy
     from island_tools.errors import IslandError
     from island_tools.forward_axis import forward_axes_document
     from island_tools.geometry import GeometryContext
@@ -649,9 +659,19 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     poses = {n: np.array(p) for n, p in case.poses.items()}
     metadata = Metadata("anchor", tuple(names), np.eye(4), np.eye(4), dict(poses))
     geometry = context.compute(poses, case.spec, 0)
-    result = LoopResult(poses, 0, False, None, [], 0.0)
+    inputs = review.ReviewInputs("case", dict(case.spec), axes, tuple(case.names))
+    result = LoopResult(poses, 0, False, None, [], 0.0, axes=axes,
+                        stop=f"max_iter ({max_iter}) reached")
+    empty = 0
     for n in range(1, max_iter + 1):
         decision = solver.decide(poses, geometry, n)
+        # the adapter's convergence gate (write_decision): MIN_ITER, an earlier move, no move
+        # now, and the review of the state it would stop on (this one) does not fail
+        honoured = (bool(decision["converged"]) and n >= MIN_ITER and bool(result.nonempty)
+                    and not decision["members"])
+        if honoured and review.verdict(review.review_island(inputs, geometry)) == "fail":
+            honoured = False
+            result.gate_refused.append(n)
         doc = {"iter": n, "members": decision["members"], "converged": decision["converged"],
                "_island_meta": {"model": "solver", "image_sha256": "0" * 64,
                                 "generated_by": "bench", "mode": "island_iter", "iter": n,
@@ -669,11 +689,18 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
                                                     delta["delta_yaw_deg"], pivot)
         geometry = context.compute(poses, case.spec, n)
         result.iters = n
+        empty = 0 if decision["members"] else empty + 1
         if decision["members"]:
             result.nonempty.append(n)
-        if decision["converged"] and n >= MIN_ITER:
+        if honoured:
             result.converged = True
+            result.stop = f"converged at iter {n}"
+            break
+        if n >= MIN_ITER and empty >= EMPTY_STOP:
+            result.stop = f"{empty} consecutive empty iterations at iter {n}"
             break
     result.poses = poses
+    result.geometry = geometry
+    result.review = review.review_island(inputs, geometry)
     result.seconds = time.perf_counter() - t0
     return result
