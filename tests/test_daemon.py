@@ -394,6 +394,7 @@ def test_unsafe_directories_are_refused(tmp_path: Path) -> None:
             daemon.private_dir(other)
 
 
+@pytest.mark.required_in_ci
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as a second uid")
 def test_daemon_refuses_another_uid(group: Path, ddir: Path, backend) -> None:
     run_job({"op": "read_poses", "blend": str(group / "island.blend"), "members": ["table"]},

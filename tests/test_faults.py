@@ -110,13 +110,26 @@ def umount(path: Path) -> None:
 
 @contextlib.contextmanager
 def immutable(path: Path) -> Iterator[None]:
-    if shutil.which("chattr") is None or subprocess.run(
-            ["chattr", "+i", str(path)], capture_output=True, check=False).returncode:
-        pytest.skip("chattr +i is not available here")
+    # chattr_group's file system takes the flag; refusing it here is a failure, not a skip.
+    assert _chattr("+i", path), f"chattr +i {path} refused"
     try:
         yield
     finally:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def chattr_group(prepared: Path, immutable_capable_dir: Path) -> Iterator[Path]:
+    """``group``, on a file system whose immutable flag works (tests/conftest.py: the temp
+    dir, else a loop-mounted ext4 image as root, else a skip that fails in CI)."""
+    home = Path(tempfile.mkdtemp(dir=immutable_capable_dir))
+    dest = home / prepared.name
+    shutil.copytree(prepared, dest)
+    try:
+        yield dest
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(home)], capture_output=True, check=False)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- malformed inputs
@@ -218,7 +231,9 @@ def test_iteration_symlink_out_of_the_group_is_refused(group: Path, tmp_path: Pa
 
 # --------------------------------------------------------------------------- filesystem refusals
 
-def test_immutable_refiner_is_exit_10_and_loses_nothing(group: Path) -> None:
+@pytest.mark.required_in_ci
+def test_immutable_refiner_is_exit_10_and_loses_nothing(chattr_group: Path) -> None:
+    group = chattr_group
     write_decision(group, 1, MOVES[0])
     refiner = group / "simple_refiner"
     before = snapshot(group)
@@ -234,12 +249,12 @@ def _chattr(flag: str, *paths: Path) -> bool:
                               check=False).returncode == 0 for p in paths)
 
 
-def test_immutable_file_between_renames_restep_is_whole(group: Path) -> None:
+@pytest.mark.required_in_ci
+def test_immutable_file_between_renames_restep_is_whole(chattr_group: Path) -> None:
     """The issue's probe: re-step the latest iteration while its geometry.json is immutable.
     The iteration is replaced as a whole directory, so every output is the new step's -
     never new renders beside an old current_state.json/geometry.json."""
-    if shutil.which("chattr") is None:
-        pytest.skip("no chattr here")
+    group = chattr_group
     write_decision(group, 1, MOVES[0])
     assert step(group).returncode == 0
     refiner = group / "simple_refiner"
@@ -248,8 +263,7 @@ def test_immutable_file_between_renames_restep_is_whole(group: Path) -> None:
     doc = json.loads((it1 / "transforms.json").read_text())
     doc["members"]["chair_1"]["delta_yaw_deg"] = 35.0
     (it1 / "transforms.json").write_text(json.dumps(doc))
-    if not _chattr("+i", it1 / "geometry.json"):
-        pytest.skip("chattr +i is not available on this filesystem")
+    assert _chattr("+i", it1 / "geometry.json"), "chattr +i refused on chattr_group"
     try:
         proc = step(group)
     finally:
@@ -330,6 +344,7 @@ def test_kill_between_renames_is_put_back_by_the_next_call(group: Path) -> None:
     assert not list(it1.parent.glob(".old.*")) and not list(it1.parent.glob(".staging.*"))
 
 
+@pytest.mark.required_in_ci
 def test_full_disk_says_so_and_where(prepared: Path, tmp_path: Path, backend) -> None:
     mnt = tmp_path / "small"
     if not mounted(mnt, "16m"):
@@ -363,6 +378,7 @@ def test_full_disk_says_so_and_where(prepared: Path, tmp_path: Path, backend) ->
         umount(mnt)
 
 
+@pytest.mark.required_in_ci
 def test_mount_inside_the_group_is_exit_10(group: Path) -> None:
     write_decision(group, 1, MOVES[0])
     it1 = group / "simple_refiner" / "iter_1"
@@ -482,6 +498,7 @@ def test_shared_daemon_dir_with_planted_symlinks(group: Path, tmp_path: Path,
         shutil.rmtree(shared, ignore_errors=True)
 
 
+@pytest.mark.required_in_ci
 def test_daemon_dir_of_another_user_falls_back_with_one_warning(group: Path,
                                                                 tmp_path: Path,
                                                                 monkeypatch) -> None:
