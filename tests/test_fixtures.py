@@ -11,7 +11,6 @@ geometry.json) is cross-checked on every case as well (``test_island_tools_geome
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import os
 import shutil
@@ -384,9 +383,6 @@ def test_metadata_frames(name: str, variant: str) -> None:
 
 
 # --------------------------------------------------------------------- island_tools.geometry
-HAVE_GEOMETRY = importlib.util.find_spec("island_tools.geometry") is not None
-
-
 @cache
 def geometry_doc(name: str, variant: str) -> dict:
     from island_tools.geometry import compute_geometry
@@ -399,7 +395,6 @@ def geometry_doc(name: str, variant: str) -> dict:
                             a.target_spec(), axes, 0)
 
 
-@pytest.mark.skipif(not HAVE_GEOMETRY, reason="island_tools.geometry not available")
 @pytest.mark.parametrize("name,variant", CASES)
 def test_island_tools_geometry_agrees(name: str, variant: str) -> None:
     a = arr(name, variant)
@@ -438,8 +433,6 @@ def test_island_tools_geometry_agrees(name: str, variant: str) -> None:
 # --------------------------------------------------------------------- build through bpy
 @pytest.mark.bpy
 def test_build_fixture_reads_back_from_saved_blend(tmp_path) -> None:
-    if importlib.util.find_spec("worker.launch") is None:
-        pytest.skip("worker.launch not written yet")
     import bpy
 
     from fixtures.build import build_fixture
