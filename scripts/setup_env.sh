@@ -50,11 +50,12 @@ if [ "$with_blender" = 1 ] && { ! command -v blender || ! command -v xvfb-run \
     apt-get update -qq
     # python3-numpy: Blender 3.4's own Python has no numpy without it.
     # xvfb, xauth, xdotool: the add-on's GUI tier (a real Blender window, tests/gui/).
+    # e2fsprogs: chattr and mkfs.ext4 for the immutable-directory faults (tests/test_faults.py).
     apt-get install -y -qq --no-install-recommends blender python3-numpy \
-      xvfb xauth xdotool >/dev/null
+      xvfb xauth xdotool e2fsprogs >/dev/null
   else
     echo "setup_env.sh: not root; install Debian's blender python3-numpy xvfb xauth xdotool" \
-      "yourself" >&2
+      "e2fsprogs yourself" >&2
     exit 2
   fi
 fi
