@@ -15,6 +15,7 @@ computed in this file from the poses, by trying every aligned rotation of the re
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -368,3 +369,38 @@ def test_solver_loop_squares_symmetric_members_and_the_review_passes() -> None:
         # the short way: the total turn is the start's offset from the nearest aligned yaw
         total = (yaw - start + 180.0) % 360.0 - 180.0
         assert abs(total) <= 90.0 + 1e-6, (name, yaw)
+
+
+# ---------------------------------------------------------------- the BEV annotation
+
+@pytest.mark.parametrize("order, arms", [(2, [(0.0, -1.0), (0.0, 1.0)]),
+                                         (4, [(0.0, -1.0), (1.0, 0.0), (0.0, 1.0),
+                                              (-1.0, 0.0)])])
+def test_bev_marks_a_symmetric_reference_axis_with_one_arm_per_aligned_direction(
+        tmp_path: Path, order: int, arms: list[tuple[float, float]]) -> None:
+    from PIL import Image
+
+    from island_tools.annotate import SYMMETRIC_ARM_M, annotate_bev, bev_to_pixel
+
+    render = {"resolution": 512, "bev_metres_per_pixel": 4.0 / 512, "bev_center_xy": [1.0, 0.0],
+              "bev_ortho_scale_m": 4.0}
+    Image.new("RGB", (512, 512), (255, 255, 255)).save(tmp_path / "render_bev.png")
+    centre = [1.5, 0.5]
+    geometry = {"anchor": {"shape": "rect", "centre": [0.0, 0.0], "half_extents_m": [0.5, 0.3],
+                           "edges": {}},
+                "members": {"b": {"footprint_centre": centre, "forward_canonical": None,
+                                  "facing_reference_canonical": [0.0, -1.0],
+                                  "facing_symmetry_order": order, "facing_target": None,
+                                  "facing_error_deg": 0.0, "penetrations": {}}}}
+    annotate_bev(tmp_path / "render_bev.png", tmp_path / "out.png", geometry, render)
+    with Image.open(tmp_path / "out.png") as img:
+        grey = np.asarray(img.convert("L"), dtype=float)
+
+    def dark_at(x: float, y: float) -> bool:
+        u, v = bev_to_pixel(x, y, render)
+        c, r = math.floor(u), math.floor(v)
+        return float(grey[r - 1:r + 2, c - 1:c + 2].min()) < 60
+
+    for dx, dy in ((0.0, -1.0), (1.0, 0.0), (0.0, 1.0), (-1.0, 0.0)):
+        mid = (centre[0] + dx * SYMMETRIC_ARM_M / 2, centre[1] + dy * SYMMETRIC_ARM_M / 2)
+        assert dark_at(*mid) == ((dx, dy) in arms), (order, dx, dy)
