@@ -8,6 +8,7 @@ a 0.1 s timer, the panel redrawn on every progress line, **Esc** stops the child
 reads the disk - the iteration was written (said so, and loaded) or it was not (and what
 the operator had written for it, a solver's or an artist's ``transforms.json``, is removed).
 """
+import json
 import os
 import re
 import tempfile
@@ -142,6 +143,7 @@ def show_group(st) -> None:
     group = st.active_group()
     st.members.clear()
     st.members_iter = -1
+    st.review_verdict, st.review_line, st.review_iter = "", "", -1
     if group is None:
         return
     root = Path(group.path)
@@ -340,6 +342,33 @@ def summary(geometry: dict) -> str:
     return ", ".join(parts)
 
 
+def review_line(context, root: Path, n: int) -> tuple[str, str]:
+    """(verdict, sentence) of iteration ``n``: the one review (``tasks.review_summary`` =
+    ``island_tools.review.review_island``, the scene pipeline's verdict). In this process
+    when the library's packages import here, else through ``tasks.py review`` in the child
+    Python the runner uses; ("", reason) when neither can say."""
+    from .runner import missing_modules
+
+    try:
+        if not missing_modules():
+            doc = tasks.review_summary(root, n)
+        else:
+            out = make_runner(context).tasks_cli(["review", "--group-dir", str(root),
+                                                  "--iter", str(n)])
+            doc = json.loads(out.strip().splitlines()[-1])
+        return str(doc["verdict"]), str(doc["line"])
+    except Exception as exc:  # noqa: BLE001 - the panel never raises; it says why
+        reason = getattr(exc, "reason", None) or f"{type(exc).__name__}: {exc}"
+        return "", f"Review: not available ({people(str(reason))})"
+
+
+def show_review(st, context, root: Path, n: int) -> str:
+    """Put iteration ``n``'s verdict line in the panel (above the member list)."""
+    verdict, line = review_line(context, root, n)
+    st.review_verdict, st.review_line, st.review_iter = verdict, line, n
+    return line
+
+
 def fill_members(st, geometry: dict) -> list[str]:
     st.members.clear()
     st.members_iter = int(geometry.get("iter", -1))
@@ -351,10 +380,12 @@ def fill_members(st, geometry: dict) -> list[str]:
         row.has_facing = facing is not None
         row.facing_error_deg = float(facing or 0.0)
         row.clearance_m = float(m.get("clearance_m") or 0.0)
-        row.penetrations = len(m.get("penetrations") or {})
+        inside = sorted(m.get("obstacle_penetrations") or {})
+        row.penetrations = len(m.get("penetrations") or {}) + len(inside)
         facing_text = f"{facing:.1f}°" if facing is not None else (m.get("facing_note") or "n/a")
         lines.append(f"{name}: facing {facing_text}, clearance {row.clearance_m:.3f} m"
-                     + (f", {row.penetrations} penetration(s)" if row.penetrations else ""))
+                     + (f", {row.penetrations} penetration(s)" if row.penetrations else "")
+                     + (f" (inside {', '.join(inside)})" if inside else ""))
     return lines
 
 
@@ -578,12 +609,14 @@ def _after_iteration(op, context, root: Path, n: int) -> None:
     geometry = tasks.read_json(root / tasks.REFINER_DIR / f"iter_{n}" / "geometry.json") or {}
     if st.auto_load:
         load_into_scene(context, root, n)
+    line = review_line(context, root, n)
     for other in all_states():
         group = other.active_group()
         if group is not None and Path(group.path) == root:
             fill_members(other, geometry)
-    op.done(context, f"{root.name} iter_{n} written: {summary(geometry)}. Undo does not "
-                     "remove it from disk.")
+            other.review_verdict, other.review_line, other.review_iter = *line, n
+    op.done(context, f"{root.name} iter_{n} written. {line[1]} {summary(geometry)}. Undo "
+                     "does not remove it from disk.")
 
 
 # --------------------------------------------------------------------------- operators
@@ -864,7 +897,8 @@ class ISLAND_OT_member_geometry(_LongOperator, bpy.types.Operator):
             st.show_arrows = True
             for line in fill_members(st, geometry or {}):
                 self.report({"INFO"}, line)
-            self.done(ctx, f"{root.name} iter_{n}: {summary(geometry or {})}")
+            verdict = show_review(st, ctx, root, n)
+            self.done(ctx, f"{root.name} iter_{n}: {verdict} {summary(geometry or {})}")
 
         return Plan(f"{root.name} iter_{n}", root, 1,
                     lambda tick: tasks.member_geometry(root, n),

@@ -184,6 +184,10 @@ class ISLAND_PT_iterations(_Tab, bpy.types.Panel):
         row.prop(st, "auto_load")
         row.prop(st, "show_arrows", text="Arrows")
         self.draw_renders(context, layout, st)
+        if st.review_line:   # the one verdict (island_tools.review), never a count of ours
+            icon = {"pass": "CHECKMARK", "fail": "ERROR", "uncertain": "QUESTION"}.get(
+                st.review_verdict, "INFO")
+            wrapped(layout, context, f"iter_{st.review_iter} {st.review_line}", icon)
         if len(st.members):
             layout.label(text=f"iter_{st.members_iter}: facing, clearance (m)")
             layout.template_list("ISLAND_UL_members", "", st, "members", st, "member_index",

@@ -100,6 +100,10 @@ class ISLAND_PG_scene(bpy.types.PropertyGroup):
     members: CollectionProperty(type=ISLAND_PG_member)
     member_index: IntProperty(default=0)
     members_iter: IntProperty(default=-1)
+    review_iter: IntProperty(default=-1)
+    review_verdict: StringProperty(name="Verdict",
+                                   description="pass / fail / uncertain: the one review")
+    review_line: StringProperty(name="Review", description="The review's sentence")
     show_arrows: BoolProperty(name="Forward arrows", default=True,
                               description="Draw each loaded member's forward axis")
     auto_load: BoolProperty(name="Load result", default=True,

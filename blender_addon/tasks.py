@@ -12,6 +12,7 @@ line, ``REPO`` being the folder that holds ``island_tools/`` and ``worker/`` (th
 
     python tasks.py --repo REPO settings --config DIRECTORYS.yaml
     python tasks.py --repo REPO geometry --group-dir G --iter N
+    python tasks.py --repo REPO review --group-dir G --iter N
     python tasks.py --repo REPO solver-decision --group-dir G --iter N
     python tasks.py --repo REPO render --group-dir G --iter N --config C [--blender-bin B]
     python tasks.py --repo REPO infer-specs --scene-dir S --scene-json J --meshes M
@@ -85,6 +86,24 @@ def _state_entry(entries: Any, group_id: str) -> tuple[bool, str]:
     return False, ""
 
 
+def run_verdict(group_dir: str | os.PathLike[str], n: int) -> str | None:
+    """The review verdict ``simple_refiner/run.json`` recorded for iteration ``n`` (the final
+    state of the last agent run, or one of its iterations), else None: the stdlib reading
+    of the one review (``island_tools.review``) the loop wrote down."""
+    run = read_json(Path(group_dir) / REFINER_DIR / "run.json")
+    if not isinstance(run, dict):
+        return None
+    final = run.get("review")
+    if isinstance(final, dict) and final.get("iter") == n and final.get("verdict"):
+        return str(final["verdict"])
+    for entry in run.get("iterations") or []:
+        if isinstance(entry, dict) and entry.get("iter") == n:
+            rev = entry.get("review")
+            if isinstance(rev, dict) and rev.get("verdict"):
+                return str(rev["verdict"])
+    return None
+
+
 def group_status(group_dir: str | os.PathLike[str], state: Mapping | None = None) -> dict:
     """What the panel's group list shows for one group directory."""
     root = Path(group_dir)
@@ -102,6 +121,9 @@ def group_status(group_dir: str | os.PathLike[str], state: Mapping | None = None
         status = "ready"
     else:
         status = f"{'final ' if final else ''}iter_{latest}"
+        verdict = run_verdict(root, latest)
+        if verdict:
+            status = f"{status}, {verdict}"
     if state:
         failed, reason = _state_entry(state.get("islands_failed"), root.name)
         completed, _ = _state_entry(state.get("islands_completed"), root.name)
@@ -422,6 +444,25 @@ def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[
     return n
 
 
+def review_summary(group_dir: str | os.PathLike[str], n: int) -> dict:
+    """The one verdict on ``iter_N`` (``island_tools.review.review_island`` of its
+    geometry.json, the scene pipeline's ``verify.review_group``): ``verdict`` pass / fail /
+    uncertain, ``line`` (the sentence the panel shows), ``status`` (its short form), the
+    ``not_measured`` lines and the ``failing`` items."""
+    from island_tools import review
+    from island_tools.errors import UsageError
+    from island_tools.jsonio import read_object
+
+    root = Path(group_dir)
+    geometry = read_object(root / REFINER_DIR / f"iter_{n}" / "geometry.json", UsageError,
+                           "geometry.json", f"step iteration {n} (or press Geometry)")
+    rev = review.review_island(root, geometry)
+    compact = review.compact(rev)
+    return {"iter": n, "verdict": compact["verdict"], "line": review.sentence(rev, 40),
+            "status": review.status(rev), "not_measured": compact["not_measured"],
+            "failing": compact["failing"]}
+
+
 def member_geometry(group_dir: str | os.PathLike[str], n: int) -> dict:
     """Recompute ``iter_N/geometry.json`` from that iteration's read-back poses."""
     from island_tools.iteration import recompute_geometry
@@ -601,7 +642,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("settings", help="print DIRECTORYS.yaml as JSON")
     s.add_argument("--config", required=True)
-    for name in ("geometry", "solver-decision", "render"):
+    for name in ("geometry", "review", "solver-decision", "render"):
         s = sub.add_parser(name)
         s.add_argument("--group-dir", required=True)
         s.add_argument("--iter", type=int, required=True, dest="n")
@@ -643,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "geometry":
             print(f"[tasks geometry] iter_{args.n}: measuring", file=sys.stderr, flush=True)
             result = member_geometry(args.group_dir, args.n)["group"]
+        elif args.command == "review":
+            result = review_summary(args.group_dir, args.n)
         elif args.command == "render":
             result = _render_cli(args)
         elif args.command == "infer-specs":

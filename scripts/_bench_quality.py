@@ -557,7 +557,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"OLD-FLAG {r['pattern']} seed {r['seed']}: old passed="
                      f"{r['old_quality_passed']}, scene {r['scene_verdict']}"
                      + (f" ({'; '.join(r['review_failing'][:3])})" if r["review_failing"]
-                        else f" ({'; '.join(r['not_measured'][:1])})"
+                        else f" ({r['not_measured'][0][:110]}...)"
                         if r["not_measured"] else ""))
     for r in failed:
         notes.append(f"FAIL {r['pattern']} seed {r['seed']} [{','.join(r['tags'])}]: "

@@ -209,6 +209,13 @@ def test_operators_produce_the_cli_artifacts(st, built: Path, config: Path,
     assert geometry.read_bytes() == before
     assert len(st.members) == 6 and st.members_iter == 2
     assert all(m.has_facing and m.facing_error_deg < 1.0 for m in st.members)
+    # the panel's verdict line is the one review (the scene pipeline's review_group)
+    from island_tools import review
+    rev = review.review_island(group_a, json.loads(before))
+    assert st.review_iter == 2 and st.review_verdict == rev["summary"]["verdict"]
+    assert st.review_line == review.sentence(rev, 40)
+    assert st.review_line.startswith(f"Review: {st.review_verdict} (")
+    assert st.review_line in st.last_message
 
     # render: the iteration's own renders stay, new ones go to renders/iter_2/
     own = sha256_file(group_a / "simple_refiner/iter_2/render_bev.png")

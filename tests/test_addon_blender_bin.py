@@ -67,6 +67,9 @@ loaded = sorted(o["island_member"] for o in bpy.data.scenes["Island G1"].objects
 assert loaded == ["chair_a", "chair_b", "table"], loaded
 assert bpy.ops.island.member_geometry() == {"FINISHED"}
 assert len(st.members) == 2
+# the verdict line comes from the one review, computed by the external Python (no fcl here)
+assert st.review_verdict in ("pass", "fail", "uncertain"), st.review_line
+assert st.review_line.startswith("Review: " + st.review_verdict), st.review_line
 try:
     bpy.ops.island.load_iteration(iteration=5)
     raise SystemExit("an error was not reported")

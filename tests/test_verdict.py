@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -43,6 +44,7 @@ from island_tools.obstacles import load as load_context
 from island_tools.scene import verify
 from tests.test_adapter import FakeWorker
 
+REPO = Path(__file__).resolve().parents[1]
 SETTINGS = Settings(blender_bin="bpy", engine="workbench", resolution=64, samples=1)
 NUDGE = {"delta_xyz": [0.0, -0.01, 0.0], "delta_yaw_deg": 0.0}
 FACES = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
@@ -180,6 +182,17 @@ def test_a_chair_inside_a_wall_fails_in_the_loop_as_in_the_scene(tmp_path: Path)
     assert gate["converged_requested"] and not gate["converged_honoured"]
     assert any("fails its review" in w for w in gate["warnings"])
     assert "converged" not in log["stop_reason"]
+    # the add-on: its group list and its panel line say the same verdict
+    from blender_addon import tasks
+    n = log["final_iter"]
+    assert tasks.group_status(root)["status"] == f"final iter_{n}, fail"
+    panel = tasks.review_summary(root, n)
+    assert panel["verdict"] == "fail" and panel["line"].startswith("Review: fail (1/")
+    proc = subprocess.run([sys.executable, str(REPO / "blender_addon" / "tasks.py"), "--repo",
+                           str(REPO), "review", "--group-dir", str(root), "--iter", str(n)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == panel
 
 
 def test_an_undetermined_front_is_uncertain_in_the_loop_as_in_the_scene(tmp_path: Path
