@@ -150,6 +150,7 @@ class SceneJob:
     status: str = "pending"   # pending | running | finished | failed | already finished
     groups: list[str] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)   # gid -> review verdict
     attempts: dict[str, str] = field(default_factory=dict)
     exit_code: int | None = None
     detail: str = ""
@@ -163,6 +164,15 @@ class SceneJob:
     @property
     def islands_failed(self) -> int:
         return sum(1 for o in self.outcomes.values() if o == "failed")
+
+    @property
+    def review_counts(self) -> str | None:
+        """``pass/fail/uncertain`` over the scene's completed islands (the one review,
+        ``verify.review_group``, of each accepted round), None before any has one."""
+        if not self.verdicts:
+            return None
+        return "/".join(str(sum(1 for v in self.verdicts.values() if v == k))
+                        for k in ("pass", "fail", "uncertain"))
 
 
 @dataclass
@@ -463,6 +473,8 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                     outcome, attempt = result["outcome"], result["attempt"]
                     skipped = result["skipped"]
                     refined += 0 if skipped else 1
+                    if result.get("verdict"):
+                        job.verdicts[gid] = result["verdict"]
                 job.outcomes[gid] = outcome
                 job.attempts[gid] = attempt or ""
                 if outcome == "completed":
@@ -470,6 +482,8 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 else:
                     display.failed += 1
                 what = "already done" if skipped else outcome
+                if job.verdicts.get(gid):
+                    what += f", review {job.verdicts[gid]}"
                 note = (f": {reason}" if error is not None
                         else f" ({attempt})" if attempt and not attempt.endswith("#1") else "")
                 display.update(f"{job.scene_id}/{gid}: {what}{note}")
@@ -532,6 +546,10 @@ def _fill_outcomes(job: SceneJob) -> None:
         job.outcomes[gid] = "completed"
     for f in doc.get("islands_failed", []):
         job.outcomes[f["id"]] = "failed"
+    for gid in job.outcomes:
+        verdict = batch_tasks.review_verdict((doc.get("groups") or {}).get(gid))
+        if verdict and job.outcomes[gid] == "completed":
+            job.verdicts[gid] = verdict
 
 
 def _batch_code(scenes: list[SceneJob]) -> int:
@@ -547,10 +565,10 @@ def render_table(result: BatchResult) -> str:
     for s in result.scenes:
         redone = sum(1 for a in s.attempts.values() if a and not a.endswith("#1"))
         rows.append((s.scene_id, s.status, len(s.groups), s.islands_done, s.islands_failed,
-                     redone, s.exit_code, f"{s.seconds:.1f}" if s.seconds else None,
-                     s.detail or str(s.scene_dir)))
-    head = ("scene", "status", "islands", "completed", "failed", "redone", "exit", "s",
-            "detail")
+                     s.review_counts, redone, s.exit_code,
+                     f"{s.seconds:.1f}" if s.seconds else None, s.detail or str(s.scene_dir)))
+    head = ("scene", "status", "islands", "completed", "failed", "review p/f/u", "redone",
+            "exit", "s", "detail")
     finished = sum(1 for s in result.scenes if s.status in ("finished", "already finished"))
     failed = sum(1 for s in result.scenes if s.status == "failed")
     summary = (f"batch {result.run_id}: {len(result.scenes)} scene(s), {finished} finished, "

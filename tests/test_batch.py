@@ -179,7 +179,10 @@ def test_sigkill_of_a_worker_mid_island_redoes_it_elsewhere_exactly_once(
     assert str(first["pid"]) in events[0][1]
     assert [e for e, _ in events].count("completed") == 1
     row = next(line.split() for line in out.splitlines() if line.startswith("victim-"))
-    assert row[1:7] == ["finished", "1", "1", "0", "1", "0"]   # islands, done, failed, redone
+    verdict = load(victim / "state.json")["groups"]["tv"]["verification"]["verdict"]
+    counts = "/".join(str(int(verdict == v)) for v in ("pass", "fail", "uncertain"))
+    # islands, done, failed, review pass/fail/uncertain (the one review), redone, exit
+    assert row[1:8] == ["finished", "1", "1", "0", counts, "1", "0"]
 
 
 # ----------------------------------------------------------------------------- crashes

@@ -44,8 +44,10 @@ def refine_island(ctx: StageContext, gid: str, batch: BatchRun, key: str = "") -
     """Batch task 2, one per flagged group, concurrently with the scene's other groups:
     the group's rounds as ``run`` does them, recorded through an island marker.
 
-    Returns ``{"group_id", "outcome", "reason", "skipped", "attempt", "seconds"}``;
-    ``skipped`` when the island already has a result (never refined twice)."""
+    Returns ``{"group_id", "outcome", "reason", "skipped", "attempt", "seconds",
+    "verdict"}``; ``skipped`` when the island already has a result (never refined twice);
+    ``verdict`` is the group's review (``verify.review_group``: pass / fail / uncertain) of
+    its accepted round, None for a failed island."""
     p = ctx.paths
     gp = p.group(gid)
     if not gp.rounds.is_dir():
@@ -66,7 +68,8 @@ def refine_island(ctx: StageContext, gid: str, batch: BatchRun, key: str = "") -
             batching.ledger_event(p, batch.run_id, gid, "skipped", terminal,
                                   "terminal in an earlier run")
             return {"group_id": gid, "outcome": terminal, "skipped": True,
-                    "reason": None, "attempt": None, "seconds": 0.0}
+                    "reason": None, "attempt": None, "seconds": 0.0,
+                    "verdict": review_verdict(state.group(gid))}
         ctx.graph = load_relation_graph(p.relation_graph)
         attempt = batching.begin_attempt(p, gp, batch, key)
         ledger = BufferedLedger()
@@ -86,10 +89,18 @@ def refine_island(ctx: StageContext, gid: str, batch: BatchRun, key: str = "") -
         return island_summary(marker, skipped=False)
 
 
+def review_verdict(record: Mapping[str, Any] | None) -> str | None:
+    """The verdict of a group's record (``state.json`` groups[gid], or an island marker's
+    ``group``): what ``verify_group`` wrote from ``verify.review_group``; None without one."""
+    verification = (record or {}).get("verification")
+    return verification.get("verdict") if isinstance(verification, Mapping) else None
+
+
 def island_summary(marker: Mapping[str, Any], skipped: bool) -> dict[str, Any]:
     return {"group_id": marker["group_id"], "outcome": marker["outcome"],
             "reason": marker.get("reason"), "skipped": skipped,
-            "attempt": marker.get("attempt_id"), "seconds": marker.get("seconds", 0.0)}
+            "attempt": marker.get("attempt_id"), "seconds": marker.get("seconds", 0.0),
+            "verdict": review_verdict(marker.get("group"))}
 
 
 def finish_batch(ctx: StageContext, batch: BatchRun) -> int:
