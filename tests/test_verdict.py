@@ -351,3 +351,47 @@ def test_the_review_document_is_not_changed_by_figures() -> None:
     assert geometry == before
     plain = verify.review_group("ring", geometry, SPEC, AXES, INPUTS.members)
     assert {k: v for k, v in rev.items() if k != "figures"} == plain
+
+
+# ------------------------------------------------------------------------------ the scene
+@pytest.mark.bpy
+def test_the_scene_pipeline_and_its_island_loops_give_one_verdict(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A real fixture scene (fixtures.scenes, Blender rebuilds the islands) refined by the
+    scene pipeline: each group's verification.json (verify_group) equals review_island on
+    the accepted round's poses, and where the last round was accepted, its loop's run.json
+    verdict and report say the same."""
+    from fixtures.scenes import build_scene
+    from island_tools.scene.group_files import load_poses
+    from scripts.refine_scene import main as refine_scene
+    from worker.launch import resolve_blender
+
+    scene = build_scene(tmp_path_factory.mktemp("verdict_scene") / "scene",
+                        resolve_blender("bpy", None), groups=["dining", "ring", "tv", "lounge"])
+    code = refine_scene(["run", "--scene-dir", str(scene), "--blender-bin", "bpy",
+                         "--resolution", "64", "--samples", "1", "--max-iter", "6", "--quiet"])
+    assert code in (0, 3), code
+    state = json.loads((scene / "state.json").read_text())
+    assert state["islands_completed"], state["islands_failed"]
+    for gid in state["islands_completed"]:
+        root = scene / "relation_groups" / gid
+        g = state["groups"][gid]
+        verification = json.loads((root / "verification.json").read_text())
+        accepted = int(verification["accepted_round"])
+        group = load_group(root)
+        meshes, _ = meshcache.load_shared(root / "meshes.npz")
+        axes = json.loads((root / "forward_axes.json").read_text())
+        spec = group.target_spec.to_dict()
+        geo = GeometryContext({m: meshes[m] for m in group.metadata.members},
+                              group.metadata.anchor_id, axes,
+                              load_context(root / "context.npz"))
+        geometry = geo.compute(load_poses(root / "rounds" / f"round_{accepted}" /
+                                          "poses.json"), spec, verification["round"])
+        mine = review.review_island(root, geometry)
+        assert mine["summary"] == verification["summary"], gid
+        assert mine["review_results"] == verification["review_results"], gid
+        last = g["rounds"][-1]
+        if last["decision"] == "accept":
+            run = json.loads((root / "simple_refiner" / "run.json").read_text())
+            assert run["review"]["verdict"] == verification["summary"]["verdict"], gid
+            assert f"Review: {run['review']['verdict']} (" in last["report"], gid
