@@ -331,3 +331,64 @@ def test_blender_gltf_import_matches_the_trimesh_loading():
         assert np.allclose(got.min(0), v.min(0), atol=1e-4), stem
         assert np.allclose(got.max(0), v.max(0), atol=1e-4), stem
     bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+# --------------------------------------------------------------------------------------------
+# the bench's verdicts (a stub detector: no accuracy is measured here)
+
+
+def _stub(status, axis=None, order=None, attribute=False):
+    from types import SimpleNamespace
+
+    def detect(vertices, faces):
+        detail = {} if order is None or attribute else {"symmetry": {"order": order}}
+        found = SimpleNamespace(status=status, axis_local=axis, confidence=0.5, detail=detail,
+                                method="stub")
+        if attribute:
+            found.symmetry_order = order
+        return found
+    return detect
+
+
+def test_bench_verdicts_and_columns(monkeypatch):
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(fc.REPO_ROOT / "scripts"))
+    import _bench_fronts as bf
+
+    cab = next(p for p in fc.front_pieces("tuned", sources=("parametric",))
+               if p.name == "parametric:cabinet_s0")
+    table = next(p for p in fc.front_pieces("tuned", sources=("parametric",))
+                 if p.name == "parametric:table_square_s0")
+    shared_like = fc.FrontPiece(name="x:cab", category="cabinet", source="shared",
+                                creator="x", split="tuned", front=cab.front, symmetry_order=1,
+                                loader=cab.loader)
+    rows = bf.evaluate(shared_like, 4, _stub("front", np.array([1.0, 0.0, 0.0])))
+    assert [r["yaw"] for r in rows] == [0.0, 90.0, 180.0, 270.0]
+    assert [r["verdict"] for r in rows] == ["wrong", "ok", "wrong", "wrong"]
+    assert [round(r["error_deg"]) for r in rows] == [90, 0, 90, 180]
+    assert {r["verdict"] for r in bf.evaluate(cab, 3, _stub("symmetric"))} == {"wrong"}
+    assert {r["verdict"] for r in bf.evaluate(cab, 3, _stub("undetermined"))} == {"undetermined"}
+    assert {r["verdict"] for r in bf.evaluate(table, 3, _stub("symmetric"))} == {"ok"}
+    assert {r["verdict"] for r in bf.evaluate(table, 3, _stub("front", (0, 1, 0)))} == {"wrong"}
+    # the order column: from detail["symmetry"]["order"] or an attribute, n/a when absent
+    monkeypatch.setattr(fc, "shared_corpus_status", lambda: None)   # not this test's subject
+    n = bf.PARAMETRIC_POSES
+    for stub, cell in ((_stub("symmetric", order=4), f"{n}/{n}"),
+                       (_stub("symmetric", order=2, attribute=True), f"0/{n}"),
+                       (_stub("symmetric"), f"n/a ({n} known)")):
+        monkeypatch.setattr(fc, "front_pieces", lambda part, missing_shared="skip":
+                            [table] if part == "tuned" else [])
+        out = bf.run(argparse.Namespace(quick=False, split="tuned"), detect=stub)
+        (tab,) = out["tables"]
+        assert tab["title"] == "TUNED split" and tab["columns"] == bf.COLUMNS
+        row = next(r for r in tab["rows"] if r[0] == "parametric:table_square")
+        assert row[1:6] == [1, n, n, 0, 0]
+        assert row[bf.COLUMNS.index("order ok / known")] == cell
+    monkeypatch.setattr(fc, "front_pieces", lambda part, missing_shared="skip": [table])
+    out = bf.run(argparse.Namespace(quick=True, split="both"), detect=_stub("symmetric"))
+    assert [t["title"] for t in out["tables"]] == [
+        "TUNED split", "UNTOUCHED split (never used for tuning)"]
+    assert "per_piece" in out["data"]["untouched"]      # untouched: totals only
+    assert out["columns"][0] == "split" and {r[0] for r in out["rows"]} == set(fc.SPLITS)
