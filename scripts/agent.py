@@ -18,7 +18,11 @@ iter_step.py.
 ``run`` drives the contract's loop in this process (init_iter0, decide, write, iter_step;
 MIN_ITER 5; converged / 3 empty iterations / exit 4 / failures stop it), marks the last
 iteration final, promotes its island.blend, prints the report (<= 80 words) on stdout and
-writes simple_refiner/run.json. A command agent gets a JSON prompt on stdin (paths of the
+writes simple_refiner/run.json. Every verdict - each progress line, run.json's ``review``
+per iteration and final, the report's "Review: pass|fail|uncertain (...)" sentence - is
+``island_tools.review.review_island`` (the scene pipeline's review); ``converged`` is
+honoured only on a state whose review does not fail (``write`` says why it was not).
+A command agent gets a JSON prompt on stdin (paths of the
 renders, geometry.json, target_spec.json, the previous transforms.json, the phase and its
 caps) and prints its decision JSON on stdout. See island_tools/adapter.py.
 
