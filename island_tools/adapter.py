@@ -496,8 +496,11 @@ def run_bounded(command: str, cwd: Path, prompt: str, timeout_s: float, where: s
 
 
 def command_prompt(group: Group, n: int, phase: Phase, max_iter: int) -> dict[str, Any]:
-    """What an external agent gets on stdin for iteration n (absolute paths)."""
+    """What an external agent gets on stdin for iteration n (absolute paths; ``review``:
+    the one review of iter_(N-1), what a converged decision is gated on)."""
     prev = group.iter_dir(n - 1)
+    geometry = read_object(prev / "geometry.json", UsageError, "geometry.json",
+                           f"rerun iter_step.py --iter {n - 1}")
     return {
         "task": "Decide the member deltas of one refinement iteration of this island "
                 "(canonical frame: anchor at the origin, metres, degrees).",
@@ -513,6 +516,7 @@ def command_prompt(group: Group, n: int, phase: Phase, max_iter: int) -> dict[st
             "target_spec": str(group.root / "target_spec.json"),
             "metadata": str(group.root / "metadata.json"),
         },
+        "review": review.compact(review.review_island(group, geometry)),
         "answer": 'Print ONE JSON object on stdout: {"members": {"<name>": {"delta_xyz": '
                   '[dx, dy, dz], "delta_yaw_deg": deg}}, "converged": false, '
                   '"reason_summary": "<one sentence>"}. Never the anchor; per-member yaw '

@@ -313,6 +313,8 @@ def test_command_agent_gets_the_prompt_and_empties_stop_only_from_min_iter(
     assert [p["iter"] for p in prompts] == [1, 2, 3, 4, 5]
     first = prompts[0]
     assert first["phase"]["name"] == "pattern" and first["phase"]["max_abs_delta_xyz_m"] == 1.0
+    assert first["review"]["verdict"] == "fail"   # iter_0 of turned_90: the one review
+    assert any(f["id"].startswith("facing_") for f in first["review"]["failing"])
     assert prompts[3]["phase"]["members_max"] == 3 and prompts[3]["phase"]["name"] == "member"
     for key in ("render_persp", "render_bev", "render_bev_annotated", "geometry",
                 "previous_transforms", "target_spec", "metadata"):
