@@ -116,6 +116,7 @@ PENETRATION_CLEARANCE_M = -0.005
 DEFAULT_TIMEOUT_S = 120.0
 DECISION_KEYS = ("members", "converged", "reason_summary", "final")
 REPORT_MAX_WORDS = 80
+REPORT_REVIEW_WORDS = 36   # the report's room kept for the review sentence (the verdict)
 _RUN_LOCK = ".island_agent_run.lock"
 _STDERR_TAIL = 300
 MAX_AGENT_OUTPUT_BYTES = 4 << 20   # per stream: a decision is a few kB
@@ -577,7 +578,14 @@ def report_text(final_iter: int | None, stop_reason: str, nonempty: list[int],
     """The contract's closing report (at most REPORT_MAX_WORDS words); ``rev`` is the
     final state's ``review.review_island``."""
     head = (f"Final iter_{final_iter}" if final_iter else "No refined iteration")
-    text = f"{head}; stop: {stop_reason}. Non-empty iterations: {_ranges(nonempty)}."
+    tail = f" Non-empty iterations: {_ranges(nonempty)}."
+    if rev is not None and final_iter:
+        # the verdict always survives: a long stop reason (an error message) is cut first
+        room = REPORT_MAX_WORDS - REPORT_REVIEW_WORDS - len(f"{head}; stop:{tail}".split())
+        stop_words = stop_reason.split()
+        if len(stop_words) > room:
+            stop_reason = " ".join(stop_words[:max(room - 1, 1)]) + " (cut)"
+    text = f"{head}; stop: {stop_reason}.{tail}"
     if rev is not None and final_iter:
         text += " " + report_sentence(spec, rev, REPORT_MAX_WORDS - len(text.split()))
     words = text.split()

@@ -317,9 +317,10 @@ def test_the_sentence_fits_the_report_with_many_failures() -> None:
             "a_very_long_wall_name_of_the_north_side_of_the_dining_room": 0.1 * i}
     geometry["group"]["spacing"]["ring_gap_cv"] = 0.4
     rev = review.review_island(INPUTS, geometry)
-    stop = "iter_step failed at iter 9 (exit 6): " + "word " * 30
+    stop = "iter_step failed at iter 9 (exit 6): " + "word " * 90   # longer than a report
     text = report_text(9, stop, list(range(1, 9)), SPEC, rev)
-    assert len(text.split()) <= REPORT_MAX_WORDS and "Review: fail" in text
+    assert len(text.split()) <= REPORT_MAX_WORDS and "Review: fail (5/14 items fail: " in text
+    assert text.startswith("Final iter_9; stop: iter_step failed at iter 9 (exit 6): word")
     head = report_text(9, "max_iter (20) reached", [1, 2], SPEC, rev)
     assert "Review: fail (5/14 items fail: " in head and "ring gap CV 0.400" in head
     assert len(head.split()) <= REPORT_MAX_WORDS
