@@ -122,11 +122,18 @@ def scene_review(root: Path, n: int) -> dict[str, Any]:
 
 
 def loop_run(root: Path, policy: str) -> dict[str, Any]:
-    report = run_group(root, policy, SETTINGS, FakeWorker())
+    lines: list[str] = []
+    report = run_group(root, policy, SETTINGS, FakeWorker(), progress=lines.append)
     assert report.ok, report.errors
     log = json.loads((root / "simple_refiner" / "run.json").read_text())
     assert log["report"] == report.report_text
     assert len(report.report_text.split()) <= REPORT_MAX_WORDS
+    assert report.review is not None and report.review["verdict"] == log["review"]["verdict"]
+    # the per-iteration progress line says that iteration's verdict
+    progress = [ln for ln in lines if ln.startswith("[agent] iter ")]
+    assert len(progress) == len(log["iterations"])
+    for line, entry in zip(progress, log["iterations"]):
+        assert f"; review {entry['review']['verdict']} (" in line, line
     return log
 
 
