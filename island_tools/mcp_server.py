@@ -478,7 +478,9 @@ class IslandMCP:
                                ) -> CallToolResult:
             """A group's complete iterations, the next iteration with its phase and
             magnitude caps, whether the contract's loop stops here (MIN_ITER 5, converged,
-            3 consecutive empty iterations, final, max_iter) and the last geometry summary."""
+            3 consecutive empty iterations, final, max_iter), the last geometry summary and
+            its review (the one verdict, pass / fail / uncertain, with what failed or was not
+            measured)."""
             def work(_: Call) -> CallToolResult:
                 doc = group_status_doc(self._group_or_raise(group_dir), _max_iter(max_iter))
                 return ok_result(_status_lines(doc), doc)
@@ -544,7 +546,8 @@ class IslandMCP:
                             engine: str | None = None) -> CallToolResult:
             """Step iteration N (iter_step.py): apply iter_N/transforms.json, save, read the
             poses back, render, sanity check, geometry. Success carries
-            "[iter_step] sanity OK" and the geometry summary; exit 4 means STOP the loop.
+            "[iter_step] sanity OK", the geometry summary and the state's review (the one
+            verdict); exit 4 means STOP the loop.
             iter defaults to the next iteration. Long: progress; cancelling leaves iter_N
             complete or absent."""
             def work(call: Call) -> CallToolResult:
