@@ -125,7 +125,8 @@ ADDED_SINCE_REFERENCE = {"top": ("layout",), "anchor": ("front",),
                          "group": ("obstacles", "obstacle_penetrations"),
                          "member": ("anchor_side", "back_alignment_m", "slot_reference",
                                     "obstacle_clearance_m", "nearest_obstacle",
-                                    "obstacle_penetrations")}
+                                    "obstacle_penetrations", "facing_symmetry_order",
+                                    "facing_modulus_deg", "facing_reference_canonical")}
 
 
 def _reference_fields(doc: dict[str, Any]) -> dict[str, Any]:

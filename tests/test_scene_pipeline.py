@@ -365,13 +365,17 @@ def test_contract_breaking_run_goes_to_islands_failed(tv_template: Path, tmp_pat
     assert load(scene / "metrics.json")["groups"]["tv"]["status"] == "failed"
 
 
-GROOVE_M = (0.45, 0.59)   # a block with a 3 cm groove across one face: front or back?
+# a block with a 3 cm groove across each of two opposite faces, at different heights: which
+# one is the drawer gap and which the gap above a back rail? (One groove alone is relief on
+# one face only, which the detector reads as a front.)
+GROOVE_M = (0.45, 0.59)
+BACK_GROOVE_M = (0.15, 0.29)
 
 
 def _lounge_with_an_ambiguous_member(template: Path, dest: Path) -> Path:
     """The lounge group alone, its coffee table replaced by a block whose front the mesh
-    cannot tell (forward_axes.json says ``undetermined``): both faces flat, one with a
-    shallow groove, which could be a drawer gap or a back rail."""
+    cannot tell (forward_axes.json says ``undetermined``): two opposite faces, each with a
+    shallow groove at its own height, either of which could be a drawer gap."""
     import bpy
 
     from worker.blend_io import open_blend, save_blend
@@ -384,7 +388,9 @@ def _lounge_with_an_ambiguous_member(template: Path, dest: Path) -> Path:
     blend = scene / "blend/stage3-sub-planned.blend"
     open_blend(blend)
     z0, z1 = GROOVE_M
-    parts = [[(-0.25, -0.25, 0.0), (0.25, 0.25, z0)], [(-0.25, -0.22, z0), (0.25, 0.25, z1)],
+    b0, b1 = BACK_GROOVE_M
+    parts = [[(-0.25, -0.25, 0.0), (0.25, 0.25, b0)], [(-0.25, -0.25, b0), (0.25, 0.22, b1)],
+             [(-0.25, -0.25, b1), (0.25, 0.25, z0)], [(-0.25, -0.22, z0), (0.25, 0.25, z1)],
              [(-0.25, -0.25, z1), (0.25, 0.25, 0.8)]]
     verts, faces = [], []
     for lo, hi in parts:
