@@ -166,6 +166,7 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
                            evidence=evidence))
         object_verdict[name] = "pass"
 
+    column = t_column_followers(target_spec, measured)
     for name in expected_members:
         m = measured.get(name)
         oid = f"object_{name}"
@@ -183,7 +184,8 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
                 items.append(_facing_item(cid, name, gid, m, facing_rule,
                                           _axis_entry(forward_axes, name)))
             else:
-                items.append(_clearance_item(cid, name, gid, m, target_clearance, spacing_rule))
+                items.append(_clearance_item(cid, name, gid, m, target_clearance, spacing_rule,
+                                             behind=name in column))
 
     group = geometry.get("group", {})
     blocked = ",".join(absent)
@@ -218,7 +220,8 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
                             f"be checked ({group.get('pattern', {}).get('note')}). Which "
                             "checkable pattern should it be? Answer with relation_graph.json "
                             "groups[].relation.pattern."})
-        items.append(_spacing_item(gid, group, measured, spacing_rule))
+        items.append(_spacing_item(gid, group, measured, spacing_rule,
+                                   str(target_spec.get("pattern", ""))))
 
     counts = {v: sum(1 for i in items if i["verdict"] == v) for v in ("pass", "fail", "uncertain")}
     return {"group_id": gid, "review_results": items, "new_unknowns": unknowns,
@@ -305,13 +308,24 @@ def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str,
                  confidence=margin_confidence(err, FACING_TOL_DEG), evidence=ev)
 
 
+def t_column_followers(target_spec: Mapping[str, Any], measured: Mapping[str, Any]
+                       ) -> set[str]:
+    """The members of a T's column behind its first one (the member nearest the anchor):
+    they stand ``SLOT_GAP_M`` behind each other, so only the first can meet the clearance
+    and none of them has a slot along the edge."""
+    if target_spec.get("pattern") != "T" or not measured:
+        return set()
+    first = min(measured, key=lambda n: float(measured[n].get("clearance_m") or 0.0))
+    return set(measured) - {first}
+
+
 def _clearance_item(cid: str, name: str, gid: str, m: Mapping[str, Any], target: float,
-                    spacing_rule: str) -> dict[str, Any]:
+                    spacing_rule: str, behind: bool = False) -> dict[str, Any]:
     c = float(m["clearance_m"])
     err = float(m["clearance_error_m"])
-    far = too_far_tolerance(spacing_rule)
+    far = None if behind else too_far_tolerance(spacing_rule)
     ev = {"clearance_m": _r(c), "target_m": target, "clearance_error_m": _r(err),
-          "too_close_tol_m": CLEARANCE_TOL_M, "too_far_tol_m": far}
+          "too_close_tol_m": CLEARANCE_TOL_M, "too_far_tol_m": far, "t_column_behind": behind}
     if err < -CLEARANCE_TOL_M:
         return _item(cid, "fail", f"'{name}' is {-err:.3f} m closer to the anchor than the "
                                   f"{target:.2f} m clearance", "constraint", name, gid,
@@ -322,7 +336,8 @@ def _clearance_item(cid: str, name: str, gid: str, m: Mapping[str, Any], target:
                                   f"{target:.2f} m clearance", "constraint", name, gid,
                      FAMILIES["clearance"], confidence=margin_confidence(err, far), evidence=ev)
     limit = far if far is not None and err > 0 else CLEARANCE_TOL_M
-    return _item(cid, "pass", f"clearance {c:.3f} m against a {target:.2f} m target",
+    where = " (behind the T column's first member: only too close fails)" if behind else ""
+    return _item(cid, "pass", f"clearance {c:.3f} m against a {target:.2f} m target{where}",
                  "constraint", name, gid, confidence=margin_confidence(abs(err), limit),
                  evidence=ev)
 
@@ -362,8 +377,8 @@ def _pattern_item(gid: str, group: Mapping[str, Any], spec: Mapping[str, Any],
                  FAMILIES["pattern"], confidence=0.5, evidence=ev)
 
 
-def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any], rule: str
-                  ) -> dict[str, Any]:
+def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any], rule: str,
+                  pattern: str = "") -> dict[str, Any]:
     spacing = group.get("spacing", {})
     ev: dict[str, Any] = {"rule": rule, "mode": spacing.get("mode"),
                           "max_deviation_m": spacing.get("max_deviation_m"),
@@ -373,6 +388,21 @@ def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any
         return _item("spacing", "pass", "not applicable: 'loose' sets no evenness or distance "
                                         "beyond the clearance", "constraint", gid, gid,
                      evidence={**ev, "applicable": False})
+    if pattern == "T":
+        # a T's members stand in one column at the edge's middle: its evenness is that
+        # column's centring (measured with the pattern), not slots along the edge
+        observed = ((group.get("pattern") or {}).get("observed") or {}).get("max_abs_offset_m")
+        tol = ((group.get("pattern") or {}).get("expected") or {}).get("max_abs_offset_m")
+        if observed is None or tol is None:
+            return _item("spacing", "uncertain", "T column centring was not measured",
+                         "constraint", gid, gid, FAMILIES["spacing"], confidence=0.5,
+                         evidence=ev)
+        ev.update(t_centring_offset_m=observed, tolerance_m=tol)
+        verdict = "pass" if float(observed) <= float(tol) else "fail"
+        return _item("spacing", verdict, f"T column centred within {float(observed):.3f} m of "
+                                         f"the edge's middle (tolerance {float(tol):.3f} m)",
+                     "constraint", gid, gid, FAMILIES["spacing"],
+                     confidence=margin_confidence(float(observed), float(tol)), evidence=ev)
     if rule == "tight":
         worst = max((float(m["clearance_error_m"]) for m in measured.values()), default=0.0)
         tol = TOO_FAR_TOL_M["tight"] or 0.0
@@ -404,25 +434,33 @@ def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any])
 
     score = sum over members of facing_error_deg / 90 (where facing is measured: a front's
             error, a 2- or 4-fold symmetric member's error modulo 180 / 90 degrees)
-          + sum over members of |clearance_error_m| / 0.10 (for 'loose' only the part
-            closer than the target counts)
+          + sum over members of |clearance_error_m| / 0.10 (for 'loose', and for a T
+            column's members behind its first, only the part closer than the target counts)
           + spacing: sum over edges of the max slot deviation / 0.10, or ring_gap_cv / 0.10
-            (only for the even_* spacings)
+            (only for the even_* spacings); for a T the column's centring offset beyond its
+            tolerance / 0.10
           + 2 per penetrating pair + 2 per member inside an obstacle + 1 for a pattern
             mismatch + 1 for a member-count mismatch.
     """
     spacing_rule = str(target_spec.get("spacing", ""))
+    column = t_column_followers(target_spec, geometry.get("members", {}))
     score = 0.0
-    for m in geometry.get("members", {}).values():
+    for name, m in geometry.get("members", {}).items():
         if m.get("facing_error_deg") is not None:
             score += float(m["facing_error_deg"]) / SCORE_FACING_DEG
         err = float(m.get("clearance_error_m") or 0.0)
-        if spacing_rule == "loose":
+        if spacing_rule == "loose" or name in column:
             err = min(err, 0.0)
         score += abs(err) / SCORE_CLEARANCE_M
     group = geometry.get("group", {})
     spacing = group.get("spacing", {})
-    if spacing_rule.startswith("even_"):
+    if target_spec.get("pattern") == "T":
+        pattern = group.get("pattern") or {}
+        offset = (pattern.get("observed") or {}).get("max_abs_offset_m")
+        tol = (pattern.get("expected") or {}).get("max_abs_offset_m")
+        if offset is not None and tol is not None:
+            score += max(0.0, float(offset) - float(tol)) / SCORE_SPACING_M
+    elif spacing_rule.startswith("even_"):
         if spacing.get("mode") == "ring":
             score += float(spacing.get("ring_gap_cv") or 0.0) / SCORE_RING_CV
         else:
