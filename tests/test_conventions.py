@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pytest
 from _assets import ASSETS_DIR, load_blender_mesh, manifest_rows
+from _meshes import solve
 from shapely.geometry import MultiPoint
 
 from island_tools import frames
-from island_tools.adapter import MIN_ITER
 from island_tools.forward_axis import forward_axes_document
 from island_tools.geometry import GeometryContext
 from island_tools.layout import LayoutError, convention, parse_layout, parse_note
@@ -52,16 +52,7 @@ def refine(anchor: str, members: list[str], role: str, start: list[tuple[float, 
     context = GeometryContext(meshes, "anchor", axes)
     solver = Solver(meshes, "anchor", axes, spec)
     poses = {"anchor": np.eye(4), **{n: _pose(*p) for n, p in zip(names, start)}}
-    geometry = context.compute(poses, spec, 0)
-    for n in range(1, 21):
-        decision = solver.decide(poses, geometry, n)
-        for name, delta in decision["members"].items():
-            pivot = frames.footprint_centre_local(meshes[name][0])
-            poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
-                                                    delta["delta_yaw_deg"], pivot)
-        geometry = context.compute(poses, spec, n)
-        if decision["converged"] and n >= MIN_ITER:
-            break
+    geometry = solve(solver, context, meshes, poses, spec)
     world = {n: frames.transform_points(poses[n], meshes[n][0]) for n in meshes}
     return world, poses, {"spec": spec, "geometry": geometry}
 

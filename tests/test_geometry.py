@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _meshes import Mesh, box, merge, prism
 
 from island_tools import frames
 from island_tools.errors import GeometryError
@@ -20,22 +21,7 @@ from island_tools.geometry import (
     parallel_facing_target,
 )
 
-Mesh = tuple[np.ndarray, np.ndarray]
 HALF = 0.225            # chair footprint half size (0.45 m square)
-
-
-def box(lo: list[float], hi: list[float]) -> Mesh:
-    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
-                  for z in (lo[2], hi[2])], dtype=float)
-    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
-                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
-    return v, f
-
-
-def merge(*parts: Mesh) -> Mesh:
-    offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])
-    return (np.vstack([v for v, _ in parts]),
-            np.vstack([f + o for (_, f), o in zip(parts, offsets)]))
 
 
 def chair(s: float = 1.0) -> Mesh:
@@ -54,16 +40,6 @@ def rect_table() -> Mesh:
     return merge(box([-1.0, -0.5, 0.7], [1.0, 0.5, 0.75]), *legs)
 
 
-def prism(radius: float, sides: int, height: float = 0.75) -> Mesh:
-    a = 2.0 * math.pi * (np.arange(sides) + 0.5) / sides
-    ring = np.column_stack([radius * np.cos(a), radius * np.sin(a)])
-    v = np.vstack([np.column_stack([ring, np.zeros(sides)]),
-                   np.column_stack([ring, np.full(sides, height)])])
-    f = [[i, (i + 1) % sides, sides + i] for i in range(sides)]
-    f += [[(i + 1) % sides, sides + (i + 1) % sides, sides + i] for i in range(sides)]
-    f += [[0, i, i + 1] for i in range(1, sides - 1)]
-    f += [[sides, sides + i + 1, sides + i] for i in range(1, sides - 1)]
-    return v, np.array(f)
 
 
 def at(x: float, y: float, yaw: float, scale: float = 1.0) -> np.ndarray:

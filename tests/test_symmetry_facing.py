@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _meshes import Mesh, box, merge, prism, solve
 
 from island_tools import frames
-from island_tools.adapter import MIN_ITER
 from island_tools.errors import GeometryError
 from island_tools.geometry import GeometryContext
 from island_tools.scene import verify
@@ -31,35 +31,9 @@ from island_tools.scene.validate import apply_convention
 from island_tools.schemas import parse_target_spec
 from island_tools.solver import Solver
 
-Mesh = tuple[np.ndarray, np.ndarray]
-
-
 # ---------------------------------------------------------------- meshes and poses
 
-def box(lo: list[float], hi: list[float]) -> Mesh:
-    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
-                  for z in (lo[2], hi[2])], dtype=float)
-    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
-                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
-    return v, f
 
-
-def merge(*parts: Mesh) -> Mesh:
-    offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])
-    return (np.vstack([v for v, _ in parts]),
-            np.vstack([f + o for (_, f), o in zip(parts, offsets)]))
-
-
-def prism(radius: float, sides: int, height: float) -> Mesh:
-    a = 2.0 * math.pi * (np.arange(sides) + 0.5) / sides
-    ring = np.column_stack([radius * np.cos(a), radius * np.sin(a)])
-    v = np.vstack([np.column_stack([ring, np.zeros(sides)]),
-                   np.column_stack([ring, np.full(sides, height)])])
-    f = [[i, (i + 1) % sides, sides + i] for i in range(sides)]
-    f += [[(i + 1) % sides, sides + (i + 1) % sides, sides + i] for i in range(sides)]
-    f += [[0, i, i + 1] for i in range(1, sides - 1)]
-    f += [[sides, sides + i + 1, sides + i] for i in range(1, sides - 1)]
-    return v, np.array(f)
 
 
 def bed() -> Mesh:
@@ -351,16 +325,7 @@ def test_solver_loop_squares_symmetric_members_and_the_review_passes() -> None:
     spec = bed_spec()
     context = GeometryContext(meshes, "anchor", axes)
     solver = Solver(meshes, "anchor", axes, spec)
-    geometry = context.compute(poses, spec, 0)
-    for n in range(1, 21):
-        decision = solver.decide(poses, geometry, n)
-        for name, delta in decision["members"].items():
-            pivot = frames.footprint_centre_local(meshes[name][0])
-            poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
-                                                    delta["delta_yaw_deg"], pivot)
-        geometry = context.compute(poses, spec, n)
-        if decision["converged"] and n >= MIN_ITER:
-            break
+    geometry = solve(solver, context, meshes, poses, spec)
     review = verify.review_group("g", geometry, spec, axes, ["m0", "m1"])
     for name, start in (("m0", 80.0), ("m1", -130.0)):
         yaw = frames.yaw_deg(poses[name])
