@@ -24,9 +24,11 @@ on margins fitted to one creator's models:
    plane is kept (none: the upper part's rectangle, since a base is set at any angle).
    An axis whose strict reflection is a symmetry (share <= ``SYMMETRIC_SHARE``) cannot be
    the front axis: its two sides are the same. Both symmetric: the piece has no front and
-   its rotational order is measured (``continuous`` for a round plan whose views agree
-   (a round plan whose top view a 3-, 5-, 6- or 8-fold turn maps onto itself counts as
-   round), 4 when a quarter turn maps a square plan onto itself, else 2). A piece whose
+   its rotational order is measured (``continuous`` for a round plan whose views agree or
+   that is round seen from above; 4 when a quarter turn maps a square plan onto itself;
+   None when a quarter turn almost does, 2 or 4 being unsettled; else 2). A round plan
+   whose top view a 3-, 5-, 6- or 8-fold turn maps onto itself (a three-legged base), or
+   that is round from above with sides the cues cannot tell apart, is round too. A piece whose
    four sides are each one plain face is ``undetermined``, not symmetric: a cabinet whose
    doors the mesh does not model looks the same.
 4. **Which side** (cues that transfer because they follow from use, not from style):
@@ -418,6 +420,34 @@ def _width_cv(hull: np.ndarray) -> float:
     return float(widths.std() / max(widths.mean(), 1e-12))
 
 
+def _round_top(v: np.ndarray, faces: np.ndarray, hull: np.ndarray) -> bool:
+    """Is the piece round seen from above: a round plan whose top view's heights do not
+    vary around any circle about its centre (the rim's raster cells left out)?"""
+    if _width_cv(hull) > ROUND_RADIUS_CV:
+        return False
+    _, _, cell, xy, h = _top_points(v, faces)
+    if len(h) < 8:
+        return False
+    centre = polygon_centroid(hull)
+    r = np.linalg.norm(xy - centre, axis=1)
+    rim = float(np.ptp(hull @ np.array([1.0, 0.0]))) / 2.0 - 1.5 * float(cell.max())
+    keep = r <= rim
+    if keep.sum() < 8:
+        return False
+    rings = np.floor(r[keep] / max(float(cell.max()), 1e-12)).astype(np.int64)
+    tol = 4.0 * REL_TOL * float(np.ptp(v[:, 2]))
+    hk = h[keep]
+    # a circular step in height falls inside one raster ring: a cell deviates only when it
+    # lies outside the span of its own and the two neighbouring rings' medians
+    medians = {int(k): float(np.median(hk[rings == k])) for k in np.unique(rings)}
+    lo = np.array([min(medians.get(int(k) + d, medians[int(k)]) for d in (-1, 0, 1))
+                   for k in rings])
+    hi = np.array([max(medians.get(int(k) + d, medians[int(k)]) for d in (-1, 0, 1))
+                   for k in rings])
+    off = int(((hk < lo - tol) | (hk > hi + tol)).sum())
+    return off <= ROTATION_SHARE * int(keep.sum())
+
+
 def _rotational_symmetry(v: np.ndarray, faces: np.ndarray, hull: np.ndarray) -> int | None:
     """The order k >= 3 of a rotational symmetry of a round-planned piece's top view (a
     three-legged round table has one mirror plane per leg and no front), else None."""
@@ -502,10 +532,12 @@ def _frame(v: np.ndarray, faces: np.ndarray, rect: Rect) -> _Frame:
                   _side_cues(views, p, e_u, e_v), e_u, e_v, up_u, up_v)
 
 
-def _rotational_order(frame: _Frame, hull: np.ndarray) -> tuple[int | str, float]:
+def _rotational_order(frame: _Frame, hull: np.ndarray, round_top: bool
+                      ) -> tuple[int | str | None, float]:
     """Order of the rotational symmetry of a piece mirror-symmetric about both planes of
-    ``frame``: "continuous" for a round plan whose side views all agree, 4 for a square one
-    that a quarter turn maps onto itself, else 2; with a confidence."""
+    ``frame``: "continuous" for a round plan whose side views agree or whose top view is
+    round (``round_top``), 4 for a square one that a quarter turn maps onto itself, None
+    when a quarter turn almost does (2 or 4 is not settled), else 2; with a confidence."""
     views = frame.views
     ext = views.hi - views.lo
     tol = REL_TOL * ext
@@ -513,14 +545,16 @@ def _rotational_order(frame: _Frame, hull: np.ndarray) -> tuple[int | str, float
     square = abs(ext[0] - ext[1]) <= SQUARE_TOL * max(ext[0], ext[1])
     quarter = max(_differ(pu, pv, max(tol[0], tol[1])),
                   _differ(views.top, views.top.T, tol[2])) if square else 1.0
-    round_plan = _width_cv(hull) <= ROUND_RADIUS_CV
-    if square and quarter <= SYMMETRIC_SHARE and round_plan:
-        return "continuous", 1.0 - quarter / SYMMETRIC_SHARE * 0.5
+    if square and _width_cv(hull) <= ROUND_RADIUS_CV and (quarter <= SYMMETRIC_SHARE
+                                                           or round_top):
+        # a round plan seen round from above (a 50-sided top is not mapped onto itself by
+        # a quarter turn of the raster, but no alignment of it can matter)
+        return "continuous", 1.0 - min(quarter, SYMMETRIC_SHARE) / SYMMETRIC_SHARE * 0.5
     if square and quarter <= SYMMETRIC_SHARE:
         return 4, 1.0 - quarter / SYMMETRIC_SHARE * 0.5
     if square and quarter < BROKEN_SHARE:
         # a square plan that a quarter turn almost maps onto itself: 2 or 4 is not settled
-        return 2, 0.5
+        return None, 0.0
     return 2, 1.0 - max(frame.a_u, frame.a_v) / SYMMETRIC_SHARE * 0.5
 
 
@@ -625,18 +659,24 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
                       reason="featureless: every side is one plain face")
         return ForwardAxis(None, "undetermined", 0.0, detail, "undetermined",
                            _symmetry(None, 0.0, None))
+    quiet = max(_axis_margin(fr, a)[0] for a in (0, 1)) < FRONT_MARGIN / 2.0
+    round_top = _round_top(v, f, hull)
+    if round_top and rotation is None and quiet:
+        rotation = 0        # round from above, no raster turn found (a 59-sided seat)
     if rotation is not None and rotation != 4 and not (sym_u and sym_v):
         # a round plan: its turns (a three-legged base's) do not ask for an alignment
         symmetry = _symmetry("continuous", 0.8, None)
-        symmetry["plan_turn_order"] = rotation
+        symmetry["plan_turn_order"] = rotation or None
+        turn = (f"a turn of {360 / rotation:.0f} deg maps onto itself (rotational order "
+                f"{rotation})" if rotation else "is round around its centre")
         detail.update(symmetry=symmetry, margin=0.0,
-                      reason=f"round plan whose top view a turn of {360 / rotation:.0f} deg "
-                             f"maps onto itself (rotational order {rotation}): round")
+                      reason=f"round plan whose top view {turn} and whose sides look alike: "
+                             "round")
         return ForwardAxis(None, "symmetric", 0.8, detail, "symmetric", symmetry)
     if sym_u and sym_v:
-        order, conf = _rotational_order(fr, hull)
-        ref = None if order == "continuous" else (fr.e_u if order == 4 or fr.rect.extent_u
-                                                  <= fr.rect.extent_v else fr.e_v)
+        order, conf = _rotational_order(fr, hull, round_top)
+        short_axis = fr.e_u if fr.rect.extent_u <= fr.rect.extent_v else fr.e_v
+        ref = {2: short_axis, 4: fr.e_u}.get(order) if isinstance(order, int) else None
         symmetry = _symmetry(order, conf, ref)
         detail.update(symmetry=symmetry, margin=0.0,
                       reason=f"mirror-symmetric about both vertical centre planes "
