@@ -774,8 +774,7 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
         if members and not written.verdict.moved:
             # Every delta is within the movement tolerance: nothing was applied, the state
             # is iter_(N-1)'s, and the next decision would be taken from it again.
-            stop = (f"no progress: the agent's moves are below {frames.MOVE_TOL_TEXT} "
-                    f"(iter {n})")
+            stop = no_progress_reason(n)
             entry["no_progress"] = True
             log.save()
             break
@@ -798,6 +797,21 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
     log.save()
     return RunReport(final or None, stop, nonempty, text, exit_code == 0, errors, exit_code,
                      log.path, review.compact(final_review) if final_review else None)
+
+
+def no_progress_reason(n: int) -> str:
+    """The stop reason of a decision (iteration n) whose members all move less than the
+    movement tolerance (``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG``)."""
+    return f"no progress: the agent's moves are below {frames.MOVE_TOL_TEXT} (iter {n})"
+
+
+def moves_nothing(members: Mapping[str, Any]) -> bool:
+    """True for a non-empty ``members`` of a written transforms.json whose every delta is
+    trivial (within the movement tolerance, whole-turn yaws included)."""
+    return bool(members) and all(
+        frames.delta_is_trivial(d.get("delta_xyz") or (0.0, 0.0, 0.0),
+                                d.get("delta_yaw_deg") or 0.0)
+        for d in members.values())
 
 
 def _say(progress: Progress | None, msg: str) -> None:

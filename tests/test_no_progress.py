@@ -194,6 +194,16 @@ def test_seven_micrometre_moves_stop_the_loop_with_a_reason(fake_group: Path,
     assert poses[0] == poses[1]
     assert (fake_group / "island.blend").read_bytes() == \
         (refiner / "iter_6/island.blend").read_bytes()
+    # The MCP server's reading of the same loop (group_status) says the same, before the
+    # stop marks iter_7 final.
+    mcp_server = pytest.importorskip("island_tools.mcp_server")
+    from island_tools.iteration import completed_iters, load_group
+
+    doc = json.loads((refiner / "iter_7/transforms.json").read_text())
+    atomic.write_json(refiner / "iter_7/transforms.json", {**doc, "final": False})
+    loaded = load_group(fake_group)
+    state = mcp_server.loop_state(loaded, completed_iters(loaded))
+    assert state["stop"] and state["stop_reason"] == reason
 
 
 def test_a_whole_turn_step_keeps_the_saved_pose(fake_group: Path) -> None:
