@@ -281,3 +281,18 @@ def test_blender_micro_and_whole_turn_steps_are_quiet_and_a_real_move_counts(
     with pytest.raises(SanityError, match="identical") as err:
         iter_step(g, 3, SETTINGS, _run_job)
     assert err.value.exit_code == EXIT_SANITY
+
+
+def test_a_viewport_edit_leaves_float32_noise_and_whole_turns_out(fake_group: Path) -> None:
+    from blender_addon.tasks import deltas_from_poses
+    from island_tools.iteration import load_current_poses, load_group
+
+    init_iter0(fake_group, SETTINGS, FakeWorker())
+    prev = load_current_poses(load_group(fake_group), 0)
+    poses = {name: float32(p) for name, p in prev.items()}
+    poses["chair_2"] = frames.rot_z(360.0) @ prev["chair_2"]
+    poses["chair_3"] = frames.translation([MICRO, 0, 0]) @ prev["chair_3"]
+    poses["chair_1"] = frames.translation([0.001, 0, 0]) @ prev["chair_1"]
+    members = deltas_from_poses(fake_group, 1, poses)
+    assert list(members) == ["chair_1"]
+    assert members["chair_1"]["delta_xyz"] == pytest.approx([0.001, 0.0, 0.0], abs=1e-6)
