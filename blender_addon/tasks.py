@@ -373,8 +373,10 @@ def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
     """The ``members`` deltas that take ``iter_(n-1)``'s poses to ``poses`` (canonical).
 
     The inverse of ``frames.apply_member_delta``: the yaw about canonical Z through the
-    member's footprint centre, then the translation. Unmoved members are left out. A moved
-    anchor, a tilt or a scale change cannot be a delta and is refused, naming the object.
+    member's footprint centre, then the translation. Unmoved members (a trivial delta:
+    within ``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG``, float32 storage 50 m out included) are
+    left out. A moved anchor, a tilt or a scale change cannot be a delta and is refused,
+    naming the object.
     """
     import math
 
@@ -395,7 +397,7 @@ def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
         new = frames.as_matrix(poses[name])
         old = prev[name]
         if name == group.metadata.anchor_id:
-            if not np.allclose(new, old, atol=1e-5):
+            if frames.pose_moved(old, new):
                 raise TransformsError(f"the anchor '{name}' moved; it stays at the origin",
                                       fix="move the members instead")
             continue
@@ -410,7 +412,7 @@ def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
         pivot = frames.footprint_centre_local(meshes[name][0])
         turned = frames.apply_member_delta(old, (0.0, 0.0, 0.0), yaw, pivot)
         move = new[:3, 3] - turned[:3, 3]
-        if abs(yaw) < 1e-6 and float(np.abs(move).max()) < 1e-6:
+        if frames.delta_is_trivial(move, yaw):   # within 0.1 mm / 0.01 deg: not a move
             continue
         members[name] = {"delta_xyz": [round(float(v), 6) for v in move],
                          "delta_yaw_deg": round(yaw, 6)}

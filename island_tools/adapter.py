@@ -49,15 +49,18 @@ and the driver of the contract's refinement loop.
     the member, the cap and the phase.
 
 ``run_group`` (CLI: ``scripts/agent.py run``)
-    The contract's loop pseudocode: ``init_iter0``; for N = 1..max_iter: decide (policy),
-    write (above), ``iteration.iter_step`` in-process; stop on exit 4 and on any other
-    failure; from N >= ``MIN_ITER``: stop on an honoured ``converged`` or after
-    ``EMPTY_STOP`` consecutive empty iterations (empties are counted from iteration 1); a
-    decision with ``final: true`` ends the loop after its step. Then the last complete
-    iteration's transforms.json is rewritten with ``"final": true`` and its island.blend
-    copied atomically to ``<group>/island.blend``; a report of at most 80 words is returned
-    and ``simple_refiner/run.json`` records everything (rewritten after each iteration, so a
-    run that dies is visible as ``status: running``, one that fails as ``failed``).
+    The contract's loop pseudocode: ``init_iter0``; for N = 1..max_iter: decide (policy), write
+    (above), ``iteration.iter_step`` in-process; stop on exit 4 and on any other failure; stop
+    (exit 0, "no progress: ...") on a decision whose members all move less than
+    ``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG`` (trivial: nothing is applied, so the next decision
+    would face the same state; not the twitch of exit 4); from N >= ``MIN_ITER``: stop on an
+    honoured ``converged`` or after ``EMPTY_STOP`` consecutive empty iterations (empties are
+    counted from iteration 1); a decision with ``final: true`` ends the loop after its step.
+    Then the last complete iteration's transforms.json is rewritten with ``"final": true`` and
+    its island.blend copied atomically to ``<group>/island.blend``; a report of at most 80 words
+    is returned and ``simple_refiner/run.json`` records everything (rewritten after each
+    iteration, so a run that dies is visible as ``status: running``, one that fails as
+    ``failed``).
     The verdict of every state - the progress line, each iteration's ``review`` in
     run.json, the final ``review`` and the report's sentence - is ``review.review_island``
     (the scene pipeline's ``verify.review_group``): pass / fail / uncertain, never a
@@ -89,7 +92,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import atomic, review
+from . import atomic, frames, review
 from .config import Settings
 from .errors import EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
 from .iteration import (
@@ -181,7 +184,8 @@ def check_policy(transforms: Transforms, n: int, group_size: int,
     phase = phase_for(n, group_size)
     moved = tuple(name for name, d in sorted(transforms.members.items()) if not d.trivial)
     if n == 1 and not moved:
-        raise TransformsError("iter_1 needs at least one non-zero per-member delta", file=file,
+        raise TransformsError("iter_1 needs at least one per-member delta above "
+                              f"{frames.MOVE_TOL_TEXT}", file=file,
                               field="members", fix="commit real moves, or at least two "
                                                    "+-0.01 m verification moves")
     if not moved:
@@ -767,6 +771,13 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
         if n >= MIN_ITER and written.converged_honoured:
             stop = f"converged at iter {n}"
             break
+        if members and not written.verdict.moved:
+            # Every delta is within the movement tolerance: nothing was applied, the state
+            # is iter_(N-1)'s, and the next decision would be taken from it again.
+            stop = no_progress_reason(n)
+            entry["no_progress"] = True
+            log.save()
+            break
         if n >= MIN_ITER and consecutive_empty >= EMPTY_STOP:
             stop = f"{consecutive_empty} consecutive empty iterations at iter {n}"
             break
@@ -786,6 +797,21 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
     log.save()
     return RunReport(final or None, stop, nonempty, text, exit_code == 0, errors, exit_code,
                      log.path, review.compact(final_review) if final_review else None)
+
+
+def no_progress_reason(n: int) -> str:
+    """The stop reason of a decision (iteration n) whose members all move less than the
+    movement tolerance (``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG``)."""
+    return f"no progress: the agent's moves are below {frames.MOVE_TOL_TEXT} (iter {n})"
+
+
+def moves_nothing(members: Mapping[str, Any]) -> bool:
+    """True for a non-empty ``members`` of a written transforms.json whose every delta is
+    trivial (within the movement tolerance, whole-turn yaws included)."""
+    return bool(members) and all(
+        frames.delta_is_trivial(d.get("delta_xyz") or (0.0, 0.0, 0.0),
+                                d.get("delta_yaw_deg") or 0.0)
+        for d in members.values())
 
 
 def _say(progress: Progress | None, msg: str) -> None:

@@ -99,6 +99,65 @@ def pose_mismatch(a: np.ndarray, b: np.ndarray, unit_scale: float = 1.0) -> tupl
     return ratio, detail
 
 
+# The one movement tolerance (issue 25): a fixed distance in real metres and a fixed angle,
+# never relative to the distance from the anchor (numpy's ``rtol`` grows with it: 50 m out it
+# hid a 1 mm move). Shared by what the contract calls a trivial transform
+# (``schemas.MemberDelta.trivial``: nothing is applied, the quiet step reuses iter_(N-1)),
+# and by the read-back sanity check (``iteration.sanity_check``, exit 4). A float32 pose
+# 50 m from the anchor is stored to ~3e-6 m, well inside MOVE_TOL_M.
+MOVE_TOL_M = 1e-4
+MOVE_TOL_DEG = 0.01
+MOVE_TOL_TEXT = f"{MOVE_TOL_M * 1000:g} mm / {MOVE_TOL_DEG:g} deg"
+
+
+def wrap_deg(deg: float) -> float:
+    """An angle in (-180, 180]: a whole turn (360, 720, -360 ...) is 0."""
+    out = math.fmod(float(deg), 360.0)
+    if out > 180.0:
+        out -= 360.0
+    elif out <= -180.0:
+        out += 360.0
+    return out
+
+
+def delta_is_trivial(delta_xyz: Sequence[float], delta_yaw_deg: float) -> bool:
+    """True when a member delta moves nothing beyond the tolerance: ``|delta_xyz|`` (the
+    Euclidean length, metres) within MOVE_TOL_M and the yaw, whole turns removed, within
+    MOVE_TOL_DEG."""
+    length = math.sqrt(sum(float(v) * float(v) for v in delta_xyz))
+    return length <= MOVE_TOL_M and abs(wrap_deg(delta_yaw_deg)) <= MOVE_TOL_DEG
+
+
+def pose_change(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """(metres, degrees, scale) from pose ``a`` to pose ``b`` (canonical frame, metres): the
+    distance between their origins, the angle of the rotation taking one orientation to the
+    other (any axis; a whole turn is none), and the largest relative change of an axis
+    scale."""
+    ta, ra, sa = decompose(a)
+    tb, rb, sb = decompose(b)
+    metres = float(np.linalg.norm(ta - tb))
+    # ||Ra - Rb||_F = 2 sqrt(2) sin(angle / 2): well conditioned for small angles (acos of
+    # the trace is not).
+    half = float(np.linalg.norm(ra - rb)) / (2.0 * math.sqrt(2.0))
+    degrees = math.degrees(2.0 * math.asin(min(half, 1.0)))
+    scale = float(np.max(np.abs(sa - sb)) / max(float(np.max(np.abs(sa))), 1e-12))
+    return metres, degrees, scale
+
+
+def pose_moved(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when ``b`` differs from ``a`` by more than the movement tolerance: its origin by
+    more than MOVE_TOL_M, its orientation by more than MOVE_TOL_DEG, or an axis scale by
+    more than the same angle's arc (MOVE_TOL_DEG in radians, relative)."""
+    metres, degrees, scale = pose_change(a, b)
+    return (metres > MOVE_TOL_M or degrees > MOVE_TOL_DEG
+            or scale > math.radians(MOVE_TOL_DEG))
+
+
+def describe_change(a: np.ndarray, b: np.ndarray) -> str:
+    metres, degrees, _ = pose_change(a, b)
+    return f"{metres * 1000:.3g} mm, {degrees:.3g} deg"
+
+
 def rot_z(deg: float) -> Matrix:
     a = math.radians(deg)
     c, s = math.cos(a), math.sin(a)

@@ -49,9 +49,6 @@ INFO_NOTES = "INFO ONLY — score-based gating has been removed from the island-
 MESH_CACHE = "meshes.npz"
 CONTEXT_CACHE = "context.npz"   # fixed context near the group, canonical frame (optional)
 FORWARD_AXES = "forward_axes.json"
-# Blender stores matrix_world in float32: a read-back pose matches what was applied to ~1e-6 m.
-READBACK_TOL_M = 1e-4
-UNCHANGED_TOL = 1e-7
 ITER_OUTPUTS = ("island.blend", "render_persp.png", "render_bev.png",
                 "render_bev_annotated.png", "info.json", "geometry.json")
 
@@ -273,9 +270,12 @@ def render_key(render_job: dict[str, Any]) -> str:
 
 def _reuse_renders(group: Group, n: int, transforms: Transforms, key: str, stage: Path
                    ) -> dict[str, Any] | None:
-    """For a step that moves nothing: link iter_(N-1)'s renders into ``stage`` and return a
-    stand-in worker result (the previous render data), or None when they cannot stand (a
-    member moves, other render settings or caches, a file missing)."""
+    """For a step that moves nothing (every delta trivial: within ``frames.MOVE_TOL_M`` /
+    ``MOVE_TOL_DEG``, whole turns included, so nothing is applied): link iter_(N-1)'s
+    renders into ``stage`` and return a stand-in worker result (the previous render data),
+    or None when they cannot stand (a member moves, other render settings or caches, a file
+    missing). The read-back poses are iter_(N-1)'s, so the geometry kept for that state
+    (``geometry.compute_geometry``) is handed out again."""
     if not transforms.trivial:
         return None
     prev_dir = group.iter_dir(n - 1)
@@ -573,25 +573,35 @@ def plan_poses(prev: dict[str, np.ndarray], transforms: Transforms, meshes: mesh
 def sanity_check(n: int, transforms: Transforms, prev: dict[str, np.ndarray],
                  planned: dict[str, np.ndarray], read_back: dict[str, np.ndarray],
                  blend_path: Path) -> None:
-    """Compare the poses READ BACK from the saved island.blend with iteration N-1's."""
+    """Compare the poses READ BACK from the saved island.blend with iteration N-1's and with
+    what was applied, by the one movement tolerance (``frames.pose_moved``: MOVE_TOL_M
+    metres, MOVE_TOL_DEG degrees, whatever the distance from the anchor).
+
+    A member without a non-trivial delta must not have moved. The step failed silently
+    (exit 4, "identical") when every member whose applied pose moves read back where it was
+    and not where it was put; any member with a non-trivial delta must read back at the
+    pose applied to it."""
     for name in prev:
         if name in transforms.members and not transforms.members[name].trivial:
             continue
-        if not np.allclose(read_back[name], prev[name], atol=READBACK_TOL_M):
-            raise SanityError(f"'{name}' moved although transforms.json has no delta for it",
+        if frames.pose_moved(prev[name], read_back[name]):
+            raise SanityError(f"'{name}' moved although transforms.json has no delta above "
+                              f"{frames.MOVE_TOL_TEXT} for it "
+                              f"({frames.describe_change(prev[name], read_back[name])})",
                               file=str(blend_path))
-    moved = [m for m, d in transforms.members.items() if not d.trivial]
-    if not moved:
-        return
-    if all(np.allclose(read_back[m], prev[m], atol=UNCHANGED_TOL) for m in moved):
+    written = [m for m, d in transforms.members.items() if not d.trivial]
+    moved = [m for m in written if frames.pose_moved(prev[m], planned[m])]
+    if moved and all(not frames.pose_moved(prev[m], read_back[m])
+                     and frames.pose_moved(planned[m], read_back[m]) for m in moved):
         raise SanityError(f"object positions in iter_{n}/island.blend are identical to "
                           f"iter_{n - 1} despite non-trivial deltas for {len(moved)} member(s); "
                           "the apply step failed silently", file=str(blend_path),
                           fix="STOP the loop and report")
-    for m in moved:
-        err = float(np.abs(read_back[m] - planned[m]).max())
-        if err > READBACK_TOL_M:
-            raise SanityError(f"'{m}' read back {err:.2e} away from the applied pose",
+    for m in written:
+        if frames.pose_moved(planned[m], read_back[m]):
+            raise SanityError(f"'{m}' read back "
+                              f"{frames.describe_change(planned[m], read_back[m])} away from "
+                              f"the applied pose (tolerance {frames.MOVE_TOL_TEXT})",
                               file=str(blend_path), fix="STOP the loop and report")
 
 
@@ -665,7 +675,19 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
             atomic.write_json(stage / "current_state.json",
                               current_state_doc(group, n, read_back, meshes))
             _install_iteration(stage, iter_dir)
-    return StepResult(n, iter_dir, transforms.trivial, geometry, info, list(transforms.warnings))
+    return StepResult(n, iter_dir, transforms.trivial, geometry, info,
+                      list(transforms.warnings) + below_tolerance_warnings(transforms))
+
+
+def below_tolerance_warnings(transforms: Transforms) -> list[str]:
+    """A line naming the members whose non-zero deltas were not applied because they move
+    nothing beyond the tolerance (``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG``)."""
+    dropped = sorted(m for m, d in transforms.members.items()
+                     if d.trivial and (any(d.delta_xyz) or d.delta_yaw_deg))
+    if not dropped:
+        return []
+    return [f"not applied: the deltas of {', '.join(dropped)} move less than "
+            f"{frames.MOVE_TOL_TEXT} (a whole-turn yaw is no turn)"]
 
 
 def recompute_geometry(group_dir: str | os.PathLike[str], n: int) -> dict[str, Any]:

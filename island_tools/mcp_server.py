@@ -84,7 +84,8 @@ INSTRUCTIONS = (
     "N = 1, 2, ...: get_iteration(N-1) (renders + geometry.json), decide per-member deltas, "
     "write_decision(N), iter_step(N); group_status says the phase and caps of the next "
     "iteration and whether the contract's stop holds (MIN_ITER 5, converged, 3 consecutive "
-    "empty iterations, final, exit 4); promote_final ends a run. solve_group runs the "
+    "empty iterations, final, no progress (moves below 0.1 mm / 0.01 deg), exit 4); "
+    "promote_final ends a run. solve_group runs the "
     "built-in solver loop; refine_scene/report work on whole scenes. Paths must lie under "
     "the server's roots.")
 
@@ -247,7 +248,8 @@ def loop_state(group: Group, done: list[int], max_iter: int = adapter.DEFAULT_MA
                ) -> dict[str, Any]:
     """Where the contract's loop stands, read from the complete iterations on disk (the
     rules of ``adapter.run_group``: final, converged with MIN_ITER and an earlier move,
-    EMPTY_STOP consecutive empty iterations from MIN_ITER, max_iter)."""
+    no progress (every delta below the movement tolerance), EMPTY_STOP consecutive empty
+    iterations from MIN_ITER, max_iter)."""
     nonempty: list[int] = []
     empty_run = 0
     stop: str | None = None
@@ -262,6 +264,8 @@ def loop_state(group: Group, done: list[int], max_iter: int = adapter.DEFAULT_MA
             stop = f"iter {n} is marked final"
         elif converged:
             stop = f"converged at iter {n}"
+        elif adapter.moves_nothing(members):
+            stop = adapter.no_progress_reason(n)
         elif n >= adapter.MIN_ITER and empty_run >= adapter.EMPTY_STOP:
             stop = f"{empty_run} consecutive empty iterations at iter {n}"
         elif n >= max_iter:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from . import frames
 from .errors import GroupInputError, TargetSpecError, TransformsError
 from .jsonio import read_object
 
@@ -23,7 +24,6 @@ FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", 
 SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
 FORBIDDEN_TRANSFORM_KEYS = ("groups", "objects", "deletes")
 ISLAND_META_FIELDS = ("model", "image_sha256", "generated_by", "mode", "iter", "timestamp_utc")
-TRIVIAL_EPS = 1e-9
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -198,8 +198,9 @@ class MemberDelta:
 
     @property
     def trivial(self) -> bool:
-        return (all(abs(v) <= TRIVIAL_EPS for v in self.delta_xyz)
-                and abs(self.delta_yaw_deg) <= TRIVIAL_EPS)
+        """Moves nothing beyond ``frames.MOVE_TOL_M`` / ``MOVE_TOL_DEG`` (a whole-turn yaw
+        included): it is not applied, and the step is quiet when every delta is trivial."""
+        return frames.delta_is_trivial(self.delta_xyz, self.delta_yaw_deg)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,10 @@ Infinigen's desks are not used for the desk convention: their manifest front is 
 fails the case) -> ``frames.apply_member_delta`` about the footprint centre ->
 ``GeometryContext.compute``; it stops as ``adapter.run_group`` does: on a ``converged`` the
 adapter's gate honours (from ``adapter.MIN_ITER`` on, after an earlier move, moving nothing,
-on a state whose ``review.review_island`` does not fail: the one verdict), or after
-``adapter.EMPTY_STOP`` consecutive empty iterations from MIN_ITER on, at most 20 iterations.
+on a state whose ``review.review_island`` does not fail: the one verdict), on a decision
+whose every delta is within the movement tolerance (``adapter.moves_nothing``: trivial
+deltas are not applied, "no progress"), or after ``adapter.EMPTY_STOP`` consecutive empty
+iterations from MIN_ITER on, at most 20 iterations.
 This is exactly what the Blender loop does minus rendering: the poses that loop reads back
 from the saved .blend equal these to float32. ``LoopResult.review`` is the loop's verdict on
 the final state (what run.json records), ``gate_refused`` the iterations whose converged the
@@ -642,7 +644,13 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     import time
 
     from island_tools import frames, review
-    from island_tools.adapter import EMPTY_STOP, MIN_ITER, check_policy
+    from island_tools.adapter import (
+        EMPTY_STOP,
+        MIN_ITER,
+        check_policy,
+        moves_nothing,
+        no_progress_reason,
+    )
     from island_tools.errors import IslandError
     from island_tools.forward_axis import forward_axes_document
     from island_tools.geometry import GeometryContext
@@ -684,6 +692,8 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
             result.iters = n
             break
         for name, delta in decision["members"].items():
+            if transforms.members[name].trivial:   # within the movement tolerance: not applied
+                continue
             pivot = frames.footprint_centre_local(meshes[name][0])
             poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
                                                     delta["delta_yaw_deg"], pivot)
@@ -695,6 +705,9 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
         if honoured:
             result.converged = True
             result.stop = f"converged at iter {n}"
+            break
+        if moves_nothing(decision["members"]):
+            result.stop = no_progress_reason(n)
             break
         if n >= MIN_ITER and empty >= EMPTY_STOP:
             result.stop = f"{empty} consecutive empty iterations at iter {n}"
