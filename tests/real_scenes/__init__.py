@@ -42,10 +42,11 @@ def run_script(script: str, *args: str, timeout: float = 300.0) -> subprocess.Co
     return proc
 
 
-def run_refine(scene_dir: Path, timeout: float = 300.0) -> dict:
-    """``scripts/refine_scene.py run`` on one scene, as a user runs it."""
+def run_refine(scene_dir: Path, timeout: float = 300.0, extra: tuple[str, ...] = ()) -> dict:
+    """``scripts/refine_scene.py run`` on one scene, as a user runs it (``extra``: more
+    flags, e.g. ``--strict``)."""
     cmd = [PYTHON, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",
-           str(scene_dir), *REFINE_FLAGS]
+           str(scene_dir), *REFINE_FLAGS, *extra]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
                           timeout=timeout, check=False)
