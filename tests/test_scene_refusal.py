@@ -23,30 +23,13 @@ import numpy as np
 import pytest
 
 from tests._helpers import snapshot
-from tests.real_scenes import PYTHON, REPO, _env, run_refine
+from tests.real_scenes import PYTHON, REPO, _env, run_refine, spoil_unit
 
 pytestmark = pytest.mark.bpy
 
 GROUPS = ("dining_00", "dining_01", "dining_02", "dining_03")
 REFUSED = "dining_02"
 CHAIR = f"{REFUSED}.chair_2"
-
-_SPOIL = textwrap.dedent("""
-    import sys, bpy
-    blend, how, name = sys.argv[1:4]
-    bpy.ops.wm.open_mainfile(filepath=blend, load_ui=False, use_scripts=False)
-    chair = bpy.data.objects[name]
-    if how == "keyframed":
-        chair.keyframe_insert("location", frame=1)
-        chair.keyframe_insert("location", frame=20)
-    else:   # a Copy Location constraint onto an Empty where the chair stands: it stays put
-        target = bpy.data.objects.new("copy_target", None)
-        bpy.context.scene.collection.objects.link(target)
-        target.location = chair.matrix_world.translation
-        con = chair.constraints.new("COPY_LOCATION")
-        con.target = target
-    bpy.ops.wm.save_mainfile(filepath=blend)
-""")
 
 _READ = textwrap.dedent("""
     import json, sys, bpy
@@ -76,7 +59,7 @@ def _build(root: Path, how: str) -> Path:
     from fixtures.scenes import build_scene, dining_grid
 
     scene = build_scene(root / how, groups=dining_grid(len(GROUPS)))
-    _bpy(_SPOIL, str(scene / "blend/stage3-sub-planned.blend"), how, CHAIR)
+    spoil_unit(scene / "blend/stage3-sub-planned.blend", how, CHAIR)
     return scene
 
 
