@@ -249,6 +249,31 @@ def preflight(ctx: StageContext) -> Prepared:
     return prep
 
 
+def entangled_refusals(graph: RelationGraph, refused: set[str],
+                       objects: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict]]:
+    """Groups not in ``refused`` that hold an object of a refused group in a unit's subtree
+    (parented below one of their objects): without its own group's root that object would
+    belong to their unit, moved or measured with it, so it could not be left as the input
+    holds it. Each such group is refused too, with a line naming the object and the fix."""
+    out: dict[str, list[dict]] = {}
+    for g in graph.groups:
+        if g.id not in refused:
+            continue
+        for name in g.objects:
+            parent = objects.get(name, {}).get("parent")
+            while parent is not None:
+                owner = graph.group_of(parent)
+                if owner is not None and owner not in refused:
+                    out.setdefault(owner, []).append({
+                        "member": parent, "object": parent,
+                        "cause": f"holds '{name}' of refused group '{g.id}' in its subtree, "
+                                 "so that refused object would move or be measured with it",
+                        "fix": f"unparent '{name}' keeping its transform (Alt-P) or fix the "
+                               f"refusal of group '{g.id}'"})
+                parent = objects.get(parent, {}).get("parent")
+    return out
+
+
 def refusal_record(graph: RelationGraph, found: list[dict]) -> dict[str, Any]:
     """What is kept of a refused group: the one-line reason (the graph field, then member,
     object, cause and fix, as the whole-scene refusal says it) and the refusals."""
@@ -311,6 +336,9 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
                                     field=graph.where(found[0]["member"]))
         for r in found:
             found_by_group.setdefault(graph.group_of(r["member"]) or "", []).append(r)
+        while entangled := entangled_refusals(prep.graph, set(found_by_group), objects):
+            for gid, more in entangled.items():
+                found_by_group.setdefault(gid, []).extend(more)
         graph = prep.graph.without(found_by_group)
         result = read(graph)
     prep.refused = {gid: refusal_record(prep.graph, found)
