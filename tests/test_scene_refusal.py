@@ -73,8 +73,13 @@ def case(request, tmp_path_factory: pytest.TempPathFactory) -> dict:
     strict = run_refine(scene, extra=("--strict",))
     strict_files = snapshot(scene)
     run = run_refine(scene)
+    after_run = snapshot(scene / "blend")
+    rerun = run_refine(scene)                    # resumes: nothing left to do, still partial
+    strict_again = run_refine(scene, extra=("--strict",))   # refused from the stored lines
     return {"how": request.param, "scene": scene, "groups": groups, "strict": strict,
             "untouched_by_strict": strict_files == before_files, "run": run,
+            "rerun": rerun, "strict_again": strict_again,
+            "blend_unchanged_by_reruns": snapshot(scene / "blend") == after_run,
             "input": _world(scene / "blend/stage3-sub-planned.blend"),
             "merged": _world(scene / "blend/stage3-scene.blend")
             if (scene / "blend/stage3-scene.blend").is_file() else None}
@@ -98,6 +103,15 @@ def test_default_is_partial_exit_24(case: dict) -> None:
     run = case["run"]
     assert run["code"] == 24, run["stderr"][-3000:]
     assert case["merged"] is not None
+
+
+def test_rerun_resumes_partial_and_strict_still_refuses(case: dict) -> None:
+    assert case["rerun"]["code"] == 24, case["rerun"]["stderr"][-2000:]
+    assert "(partial: refused dining_02)" in case["rerun"]["stdout"] + case["rerun"]["stderr"]
+    strict = case["strict_again"]
+    assert strict["code"] == 23, strict["stderr"][-2000:]
+    assert f"'{CHAIR}'" in strict["stderr"] and _cause(case["how"]) in strict["stderr"]
+    assert case["blend_unchanged_by_reruns"]
 
 
 def test_metrics_name_the_refused_group_and_reason(case: dict) -> None:
