@@ -120,6 +120,8 @@ def test_metrics_name_the_refused_group_and_reason(case: dict) -> None:
     assert scene["partial"] is True
     assert scene["groups_refused"] == [REFUSED]
     assert scene["islands_completed"] == 3 and scene["islands_failed"] == 0
+    assert scene["groups_total"] == len(GROUPS) and list(metrics["groups"]) != []
+    assert sorted(metrics["groups"]) == sorted(GROUPS)
     entry = metrics["groups"][REFUSED]
     assert entry["status"] == "refused"
     reason = entry["refusal_reason"]

@@ -155,7 +155,8 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
                               "before": None, "after": None}
     return {
         "version": 1, "run_id": state.get("run_id"), "runs": list(state.get("runs", [])),
-        "scene": {"groups_total": len(graph.groups), "groups_flagged": len(flagged),
+        "scene": {"groups_total": len(graph.groups) + len(refused),   # refused included
+                  "groups_flagged": len(flagged),
                   "islands_completed": len(state["islands_completed"]),
                   "islands_failed": len(state["islands_failed"]),
                   "islands_refused": len(refused),
