@@ -15,7 +15,8 @@ Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
 command after a crash; completed groups are skipped, unfinished ones redone. ``batch`` runs
 many scenes on Dask, one task per island (docs/BATCH.md); its exit code is 0 when every
-scene finished with every island completed, 21 when any island or scene failed. ``mcp``
+scene finished with every island completed, 21 when any island or scene failed, 24 when
+none failed but a scene is partial (groups refused up front; ``--strict`` fails it instead). ``mcp``
 serves the island loop and these scene commands as Model Context Protocol tools over stdio,
 confined to the --root directories (island_tools/mcp_server.py).
 
