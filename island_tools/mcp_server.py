@@ -69,6 +69,7 @@ from .errors import IslandError, TransformsError, UsageError
 from .iteration import REFINER_DIR, Group, RunJob, completed_iters, load_group
 from .jsonio import loads_strict, read_object
 from .loop_lines import geometry_summary, init_iter0_lines, iter_step_lines, write_lines
+from .scene.errors import EXIT_PARTIAL
 
 JobRunner = Callable[[Settings], tuple[str, RunJob]]      # -> (backend description, run_job)
 JobSlotsFactory = Callable[[Settings], Callable[[int], RunJob] | None]
@@ -662,7 +663,9 @@ class IslandMCP:
                                ) -> CallToolResult:
             """The scene pipeline on a scene directory (island-refine run --policy solver):
             validate, rebuild islands, refine + verify, merge back, finalize, eval.
-            Resumable. Exit 21: finished but some groups failed. Long: progress lines;
+            Resumable. Exit 21: finished but some groups failed. Exit 24 is a success
+            with ``status: partial``: groups refused up front (keyframed, constrained...)
+            were left as they are, named in ``groups_refused``. Long: progress lines;
             cancelling marks the run interrupted (exit 130) and resumes on the next call."""
             def work(call: Call) -> CallToolResult:
                 from .scene.pipeline import RunOptions, run_scene
@@ -682,9 +685,13 @@ class IslandMCP:
                                        argv=["mcp", "refine_scene", str(scene)],
                                        prog="refine_scene")
                 data = {"scene_dir": str(scene), "metrics": str(scene / "metrics.json")}
-                if code:
+                if code not in (0, EXIT_PARTIAL):
                     return error_result(code, line, data)
-                return ok_result([line], {"line": line, **data})
+                # partial (exit 24): refused groups left as they are, the rest refined
+                refused = _refused_groups(scene)
+                return ok_result([line], {"line": line, "exit_code": code,
+                                          "status": "partial" if code else "finished",
+                                          "groups_refused": refused, **data})
             return await self._write(ctx, "refine_scene", work)
 
         async def report(scene_dir: str) -> CallToolResult:
@@ -729,6 +736,15 @@ class IslandMCP:
             await self.server.run_stdio_async()
             tg.cancel_scope.cancel()
         return 128 + stopped[0] if stopped else 0
+
+
+def _refused_groups(scene: Path) -> dict[str, str]:
+    """Group id -> refusal line of a finished scene run (``state.json::islands_refused``)."""
+    try:
+        doc = read_object(scene / "state.json", UsageError, "state.json", "")
+    except UsageError:
+        return {}
+    return {r["id"]: r["reason"] for r in doc.get("islands_refused") or []}
 
 
 def _max_iter(value: int) -> int:

@@ -44,8 +44,9 @@ from island_tools.scene import batch as batching  # noqa: E402
 from island_tools.scene import batch_tasks  # noqa: E402
 from island_tools.scene.batch import BatchRun  # noqa: E402
 from island_tools.scene.context import RunOptions, StageContext  # noqa: E402
-from island_tools.scene.errors import EXIT_GROUPS_FAILED  # noqa: E402
+from island_tools.scene.errors import EXIT_GROUPS_FAILED, EXIT_PARTIAL  # noqa: E402
 from island_tools.scene.paths import ScenePaths  # noqa: E402
+from island_tools.scene.state import scene_exit_code  # noqa: E402
 
 RESOURCE = "blender"
 TASK_RESOURCES = {RESOURCE: 1}
@@ -139,7 +140,8 @@ def finish_task(scene_dir: str, options: RunOptions, batch: BatchRun,
     doc = ctx.state.doc if ctx.state else {}
     return {"ok": True, "exit_code": code, "seconds": round(time.perf_counter() - t0, 3),
             "islands_completed": list(doc.get("islands_completed", [])),
-            "islands_failed": [f["id"] for f in doc.get("islands_failed", [])]}
+            "islands_failed": [f["id"] for f in doc.get("islands_failed", [])],
+            "islands_refused": {r["id"]: r["reason"] for r in doc.get("islands_refused", [])}}
 
 
 # =========================================================================== orchestrator
@@ -147,10 +149,13 @@ def finish_task(scene_dir: str, options: RunOptions, batch: BatchRun,
 class SceneJob:
     scene_dir: Path
     scene_id: str
-    status: str = "pending"   # pending | running | finished | failed | already finished
+    # pending | running | finished | partial | failed | already finished
+    # (partial: finished, but some groups were refused up front - exit 24)
+    status: str = "pending"
     groups: list[str] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)   # gid -> review verdict
+    refused: dict[str, str] = field(default_factory=dict)    # gid -> refusal line
     attempts: dict[str, str] = field(default_factory=dict)
     exit_code: int | None = None
     detail: str = ""
@@ -496,9 +501,16 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 job.detail = f"finish: {result['message']}"
                 display.update(f"{job.scene_id}: FAILED in finish: {result['message']}")
             else:
-                job.status, job.exit_code = "finished", result["exit_code"]
+                job.exit_code = result["exit_code"]
+                job.refused = dict(result.get("islands_refused") or {})
+                job.status = "partial" if job.exit_code == EXIT_PARTIAL else "finished"
                 job.seconds = time.monotonic() - job.started
-                display.update(f"{job.scene_id}: finished (exit {job.exit_code})")
+                if job.refused:
+                    job.detail = "refused: " + "; ".join(
+                        f"{g}: {r}" for g, r in job.refused.items())
+                display.update(f"{job.scene_id}: {job.status} (exit {job.exit_code})"
+                               + (f", refused {', '.join(job.refused)}" if job.refused
+                                  else ""))
 
         try:
             idle_since = None
@@ -534,7 +546,7 @@ def _finished_code(path: Path) -> int:
     import json
 
     doc = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    return EXIT_GROUPS_FAILED if doc.get("islands_failed") else 0
+    return scene_exit_code(doc)
 
 
 def _fill_outcomes(job: SceneJob) -> None:
@@ -546,6 +558,7 @@ def _fill_outcomes(job: SceneJob) -> None:
         job.outcomes[gid] = "completed"
     for f in doc.get("islands_failed", []):
         job.outcomes[f["id"]] = "failed"
+    job.refused = {r["id"]: r["reason"] for r in doc.get("islands_refused", [])}
     for gid in job.outcomes:
         verdict = batch_tasks.review_verdict((doc.get("groups") or {}).get(gid))
         if verdict and job.outcomes[gid] == "completed":
@@ -553,8 +566,13 @@ def _fill_outcomes(job: SceneJob) -> None:
 
 
 def _batch_code(scenes: list[SceneJob]) -> int:
-    if any(s.status == "failed" or (s.exit_code or 0) != 0 for s in scenes):
+    """21 if a scene or island failed, else 24 if a scene is partial (groups refused up
+    front, every other group refined), else 0."""
+    if any(s.status == "failed" or (s.exit_code or 0) not in (0, EXIT_PARTIAL)
+           for s in scenes):
         return EXIT_GROUPS_FAILED
+    if any(s.exit_code == EXIT_PARTIAL for s in scenes):
+        return EXIT_PARTIAL
     return 0
 
 
@@ -565,14 +583,19 @@ def render_table(result: BatchResult) -> str:
     for s in result.scenes:
         redone = sum(1 for a in s.attempts.values() if a and not a.endswith("#1"))
         rows.append((s.scene_id, s.status, len(s.groups), s.islands_done, s.islands_failed,
-                     s.review_counts, redone, s.exit_code,
+                     len(s.refused), s.review_counts, redone, s.exit_code,
                      f"{s.seconds:.1f}" if s.seconds else None, s.detail or str(s.scene_dir)))
-    head = ("scene", "status", "islands", "completed", "failed", "review p/f/u", "redone",
+    head = ("scene", "status", "islands", "completed", "failed", "refused", "review p/f/u",
+            "redone",
             "exit", "s", "detail")
-    finished = sum(1 for s in result.scenes if s.status in ("finished", "already finished"))
+    finished = sum(1 for s in result.scenes if s.status in ("finished", "already finished")
+                   and s.exit_code != EXIT_PARTIAL)
+    partial = sum(1 for s in result.scenes if s.exit_code == EXIT_PARTIAL
+                  and s.status != "failed")
     failed = sum(1 for s in result.scenes if s.status == "failed")
     summary = (f"batch {result.run_id}: {len(result.scenes)} scene(s), {finished} finished, "
-               f"{failed} failed; {result.islands_refined} island(s) refined in "
+               f"{failed} failed{f', {partial} partial' if partial else ''}; "
+               f"{result.islands_refined} island(s) refined in "
                f"{result.seconds:.1f} s ({result.islands_per_minute:.2f} islands/min)")
     return table(head, rows, max_width=80) + "\n" + summary + "\n"
 

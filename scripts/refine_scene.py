@@ -3,7 +3,7 @@
 
     island-refine [run] --scene-dir DIR [--policy solver|command:<cmd>] [--max-iter 20]
                   [--max-rounds 3] [--min-delta 0.01] [--timeout-s 120] [--restart]
-                  [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
+                  [--strict] [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
                   [--config YAML] [--quiet]
     island-refine report DIR
     island-refine mcp --root DIR [--root DIR ...] [--blender-bin PATH] [--engine E]
@@ -15,7 +15,8 @@ Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
 command after a crash; completed groups are skipped, unfinished ones redone. ``batch`` runs
 many scenes on Dask, one task per island (docs/BATCH.md); its exit code is 0 when every
-scene finished with every island completed, 21 when any island or scene failed. ``mcp``
+scene finished with every island completed, 21 when any island or scene failed, 24 when
+none failed but a scene is partial (groups refused up front; ``--strict`` fails it instead). ``mcp``
 serves the island loop and these scene commands as Model Context Protocol tools over stdio,
 confined to the --root directories (island_tools/mcp_server.py).
 
@@ -24,7 +25,10 @@ changed since the last run without --restart); 6 geometry; 7 Blender/worker; 8 t
 scene is missing or unreadable; 20 relation_graph.json invalid (unknown object, object in
 two groups, anchor as member, empty group, unsafe group id, bad target_spec; nothing is
 written); 21 finished but some groups failed; 22 integrity (input scene changed, merged
-scene read back wrong); 1 internal; 130/143 interrupted/terminated (the run is marked
+scene read back wrong); 23 refused up front with --strict (a unit cannot be refined as the
+scene holds it; nothing written); 24 partial: finished, every other group refined and
+merged, but some groups were refused (left as the input holds them; metrics.json names
+them); 1 internal; 130/143 interrupted/terminated (the run is marked
 failed in the ledger). Details: docs/SCENE_PIPELINE.md.
 """
 from __future__ import annotations
@@ -61,6 +65,10 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
                      help="per agent-command call (policy command:...) (120)")
     run.add_argument("--restart", action="store_true",
                      help="start over: move earlier outputs to previous/<UTC>/")
+    run.add_argument("--strict", action="store_true",
+                     help="a unit that must be refused refuses the whole scene (exit 23, "
+                          "nothing written); default: it costs its own group only (exit 24, "
+                          "partial)")
     run.add_argument("--blender-bin", default=None,
                      help="Blender binary ('bpy' = embedded); default: DIRECTORYS.yaml, "
                           "$BLENDER, embedded bpy, blender on PATH")
@@ -168,7 +176,7 @@ def _run_options(args: argparse.Namespace):
     settings = settings_from(args)
     options = RunOptions(policy=args.policy, max_iter=args.max_iter, max_rounds=args.max_rounds,
                          min_delta=args.min_delta, timeout_s=args.timeout_s,
-                         restart=args.restart, settings=settings,
+                         restart=args.restart, strict=args.strict, settings=settings,
                          workers=getattr(args, "group_workers", None))
     options.check()
     return settings, options

@@ -181,8 +181,47 @@ def test_sigkill_of_a_worker_mid_island_redoes_it_elsewhere_exactly_once(
     row = next(line.split() for line in out.splitlines() if line.startswith("victim-"))
     verdict = load(victim / "state.json")["groups"]["tv"]["verification"]["verdict"]
     counts = "/".join(str(int(verdict == v)) for v in ("pass", "fail", "uncertain"))
-    # islands, done, failed, review pass/fail/uncertain (the one review), redone, exit
-    assert row[1:8] == ["finished", "1", "1", "0", counts, "1", "0"]
+    # islands, done, failed, refused, review pass/fail/uncertain (the one review), redone,
+    # exit
+    assert row[1:9] == ["finished", "1", "1", "0", "0", counts, "1", "0"]
+
+
+# ----------------------------------------------------------------------------- refusals
+@pytest.mark.bpy
+def test_a_refused_group_makes_its_scene_partial_not_failed(
+        tv_template: Path, two_group_template: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    from tests.real_scenes import spoil_unit
+
+    [good] = scenes_from(tv_template, tmp_path, "good")
+    part, strict = scenes_from(two_group_template, tmp_path, "part", "strict")
+    for scene in (part, strict):
+        ring = next(g for g in load(scene / "inputs/relation_graph.json")["groups"]
+                    if g["id"] == "ring")
+        spoil_unit(scene / "blend/stage3-sub-planned.blend", "keyframed", ring["members"][0])
+    code = cli("batch", str(good), str(part), *FLAGS)
+    out = capsys.readouterr().out
+    assert code == 24, out
+    assert "2 scene(s), 1 finished, 0 failed, 1 partial" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("part-"))
+    # status, islands, done, failed, refused
+    assert row[1:6] == ["partial", "1", "1", "0", "1"], row
+    state = load(part / "state.json")
+    assert [r["id"] for r in state["islands_refused"]] == ["ring"]
+    assert state["islands_completed"] == ["tv"] and state["islands_failed"] == []
+    metrics = load(part / "metrics.json")
+    assert metrics["scene"]["partial"] and metrics["scene"]["groups_refused"] == ["ring"]
+    assert "keyframed transform" in metrics["groups"]["ring"]["refusal_reason"]
+    # a re-run has nothing to do and still says partial
+    assert cli("batch", str(good), str(part), *FLAGS) == 24
+    capsys.readouterr()
+    # --strict keeps the whole-scene refusal: that scene fails (exit 23), no output
+    assert cli("batch", str(strict), *FLAGS, "--strict") == 21
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.startswith("strict-"))
+    assert row[1] == "failed" and "23" in row, row
+    assert not (strict / "blend/stage3-scene.blend").exists()
+    assert not (strict / "relation_groups").exists()
 
 
 # ----------------------------------------------------------------------------- crashes

@@ -459,3 +459,22 @@ def test_a_client_going_away_mid_step_leaves_whole_iterations(template: Path,
     refiner = group / "simple_refiner"
     assert _iterations_whole(refiner) == [0]
     assert sorted(p.name for p in (refiner / "iter_1").iterdir()) == ["transforms.json"]
+
+
+def test_refine_scene_reports_a_partial_run(client: Client, root: Path) -> None:
+    """A refused unit costs its group only: exit 24 is a success whose structured content
+    says ``status: partial`` and names the refused group with its cause."""
+    from fixtures.scenes import build_scene
+    from tests.real_scenes import spoil_unit
+    from worker.launch import resolve_blender
+
+    scene = build_scene(root / "partial_scene", resolve_blender("bpy", None),
+                        groups=["tv", "ring"])
+    ring = next(g for g in json.loads((scene / "inputs/relation_graph.json").read_text())
+                ["groups"] if g["id"] == "ring")
+    spoil_unit(scene / "blend/stage3-sub-planned.blend", "constrained", ring["members"][0])
+    done = client.ok("refine_scene", scene_dir=str(scene), max_iter=6)
+    assert done["status"] == "partial" and done["exit_code"] == 24, done
+    assert list(done["groups_refused"]) == ["ring"], done
+    assert "constraint 'Copy Location'" in done["groups_refused"]["ring"]
+    assert "1 completed, 0 failed, 1 refused (partial: refused ring)" in done["line"]

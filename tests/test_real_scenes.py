@@ -47,9 +47,10 @@ pytestmark = pytest.mark.bpy
 class World:
     root: Path
     runs: dict[str, dict]
-    snapshots: dict[str, tuple[dict, dict]]      # refusal variant -> (before, after)
+    snapshots: dict[str, tuple[dict, dict]]      # refusal variant -> (before, after --strict)
     trees: dict[str, tuple[list, list]]
     seconds: dict[str, float]
+    partial: dict[str, dict]    # refusal variant -> its default run (the group refused only)
 
     def truth(self, variant: str) -> dict:
         return json.loads((self.root / variant / "truth.json").read_text())
@@ -86,16 +87,23 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     tree_before = {v: _tree(root / v / "scene") for v in REFUSAL_VARIANTS}
     variants = [*REFINE_VARIANTS, *REFUSAL_VARIANTS]
     t0 = time.perf_counter()
+    # Refusal variants first with --strict (the whole-scene refusal: exit 23, nothing
+    # written), then as users run them by default (the refused group only: exit 24).
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda v: run_refine(root / v / "scene"), variants))
+        results = list(pool.map(
+            lambda v: run_refine(root / v / "scene",
+                                 extra=("--strict",) if v in REFUSAL_VARIANTS else ()),
+            variants))
+        runs = dict(zip(variants, results))
+        snaps = {v: (before[v], snapshot(root / v / "scene")) for v in REFUSAL_VARIANTS}
+        trees = {v: (tree_before[v], _tree(root / v / "scene")) for v in REFUSAL_VARIANTS}
+        partial = dict(zip(REFUSAL_VARIANTS, pool.map(
+            lambda v: run_refine(root / v / "scene"), REFUSAL_VARIANTS)))
     seconds["refine"] = time.perf_counter() - t0
-    runs = dict(zip(variants, results))
-    snaps = {v: (before[v], snapshot(root / v / "scene")) for v in REFUSAL_VARIANTS}
-    trees = {v: (tree_before[v], _tree(root / v / "scene")) for v in REFUSAL_VARIANTS}
     t0 = time.perf_counter()
     run_script("judge.py", *[str(root / v) for v in REFINE_VARIANTS])
     seconds["judge"] = time.perf_counter() - t0
-    return World(root, runs, snaps, trees, seconds)
+    return World(root, runs, snaps, trees, seconds, partial)
 
 
 def _groups(world: World, variant: str) -> list[str]:
@@ -391,7 +399,7 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 @pytest.mark.parametrize("variant", REFUSAL_VARIANTS)
-def test_refusal_exit_23_names_object_cause_and_fix(world: World, variant: str) -> None:
+def test_strict_refusal_exit_23_names_object_cause_and_fix(world: World, variant: str) -> None:
     run, expect = world.runs[variant], world.truth(variant)["refusal"]
     assert run["code"] == 23, (f"{variant}: exit {run['code']}, expected 23 "
                                f"({expect['cause']}):\n{run['stderr'][-1500:]}"
@@ -405,15 +413,33 @@ def test_refusal_exit_23_names_object_cause_and_fix(world: World, variant: str) 
 
 
 @pytest.mark.parametrize("variant", REFUSAL_VARIANTS)
-def test_refusal_is_one_stderr_line(world: World, variant: str) -> None:
+def test_strict_refusal_is_one_stderr_line(world: World, variant: str) -> None:
     lines = _error_lines(world.runs[variant]["stderr"])
     assert len(lines) == 1, (f"{variant}: {len(lines)} stderr lines:\n" + "\n".join(lines)
                              + world.repro(variant))
 
 
 @pytest.mark.parametrize("variant", REFUSAL_VARIANTS)
-def test_refusal_writes_nothing(world: World, variant: str) -> None:
+def test_strict_refusal_writes_nothing(world: World, variant: str) -> None:
     tree_before, tree_after = world.trees[variant]
     assert tree_after == tree_before, sorted(set(tree_after) ^ set(tree_before))
     snap_before, snap_after = world.snapshots[variant]
     assert snap_after == snap_before
+
+
+@pytest.mark.parametrize("variant", REFUSAL_VARIANTS)
+def test_refusal_by_default_costs_its_group_only(world: World, variant: str) -> None:
+    """Without --strict the refused unit takes its own group out of the run: the run is
+    partial (exit 24) and metrics.json names the group with the same cause and fix."""
+    run, expect = world.partial[variant], world.truth(variant)["refusal"]
+    assert run["code"] == 24, (f"{variant}: exit {run['code']}, expected 24:\n"
+                               f"{run['stderr'][-1500:]}" + world.repro(variant))
+    metrics = _metrics(world, variant)
+    refused = {r["id"]: r["reason"] for r in metrics["scene"]["refused"]}
+    assert metrics["scene"]["partial"] is True and refused, metrics["scene"]
+    reason = " ".join(refused.values())
+    assert f"'{expect['object']}'" in reason and expect["cause"] in reason, (expect, reason)
+    assert "fix:" in reason
+    for gid in refused:
+        assert metrics["groups"][gid]["status"] == "refused"
+    assert (world.scene(variant) / "blend/stage3-scene.blend").is_file()

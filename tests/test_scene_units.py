@@ -453,3 +453,41 @@ def test_runs_of_one_process_in_one_second_get_their_own_ids(tmp_path, monkeypat
         assert ids == [base, f"{base}.2", f"{base}.3"]
     finally:
         ledger.close()
+
+
+# ----------------------------------------------------------------------------- refusals
+def test_a_refusal_costs_its_group_and_any_group_holding_its_objects() -> None:
+    from island_tools.scene.state import SceneState, scene_exit_code
+    from island_tools.scene.validate import entangled_refusals, refusal_record
+
+    graph = parse_relation_graph({"groups": [
+        {"id": "a", "anchor": "a.t", "members": ["a.c1", "a.c2"]},
+        {"id": "b", "anchor": "b.t", "members": ["b.c1"]},
+        {"id": "c", "anchor": "c.t", "members": ["c.c1"]}]}, "rg.json")
+    live = graph.without(["b"])
+    assert [g.id for g in live.groups] == ["a", "c"]
+    assert live.structure_sha256 == graph.structure_sha256 and graph.group_of("b.c1") == "b"
+    # b's chair stands on a tray parented to a's second chair: refusing b alone would carry
+    # it along with a.c2, so a is refused too, naming the object and the fix; c is not
+    objects = {n: {"parent": None} for n in graph.object_names}
+    objects["tray"] = {"parent": "a.c2"}
+    objects["b.c1"] = {"parent": "tray"}
+    entangled = entangled_refusals(graph, {"b"}, objects)
+    assert list(entangled) == ["a"]
+    record = refusal_record(graph, entangled["a"])
+    assert record["reason"].startswith("field 'groups[0].members[1]': member 'a.c2': 'a.c2' "
+                                       "holds 'b.c1' of refused group 'b'")
+    assert "fix: unparent 'b.c1'" in record["reason"]
+    assert entangled_refusals(graph, {"a", "b"}, objects) == {}
+    state = SceneState(Path("/nonexistent/state.json"), json.loads(json.dumps(
+        {"islands_completed": ["c"], "islands_failed": [], "islands_refused": [],
+         "groups": {}})))
+    state.save = lambda: None  # type: ignore[method-assign]
+    assert scene_exit_code(state.doc) == 0
+    state.set_refused({"b": {"reason": "field 'x': member 'b.c1': keyframed"}})
+    assert state.doc["islands_refused"] == [{"id": "b", "reason":
+                                             "field 'x': member 'b.c1': keyframed"}]
+    assert state.doc["groups"]["b"]["status"] == "refused"
+    assert scene_exit_code(state.doc) == 24
+    state.doc["islands_failed"] = [{"id": "c", "reason": "boom"}]
+    assert scene_exit_code(state.doc) == 21

@@ -17,7 +17,6 @@ from ..jsonio import read_object
 from . import batch as batching
 from .batch import BatchRun
 from .context import StageContext
-from .errors import EXIT_GROUPS_FAILED
 from .finalize import evaluate, finalize
 from .ledger import BufferedLedger, Ledger
 from .merge import merge_back
@@ -26,8 +25,8 @@ from .rebuild import rebuild_islands
 from .refine import group_failed, group_gate, refine_group
 from .relation_graph import load_relation_graph
 from .run import fail_run, finish_run, scene_lock, session
-from .state import GROUP_FAILED, DetachedState, SceneState
-from .validate import island_groups, preflight, validate
+from .state import GROUP_FAILED, DetachedState, SceneState, scene_exit_code
+from .validate import island_groups, live_graph, preflight, validate
 
 
 def prepare_batch(ctx: StageContext, batch: BatchRun) -> list[str]:
@@ -116,7 +115,7 @@ def finish_batch(ctx: StageContext, batch: BatchRun) -> int:
         ctx.ledger = Ledger(p.ledger)
         try:
             ctx.state = SceneState.load(p.state)
-            ctx.graph = load_relation_graph(p.relation_graph)
+            ctx.graph = live_graph(ctx, load_relation_graph(p.relation_graph))
             ctx.run_id = batch.run_id
             doc = ctx.state.doc
             ctx.input_sha_before = doc["inputs"]["scene_sha256"]
@@ -138,7 +137,7 @@ def finish_batch(ctx: StageContext, batch: BatchRun) -> int:
                 merge_back(ctx)
                 finalize(ctx)
                 evaluate(ctx)
-                ctx.exit_code = EXIT_GROUPS_FAILED if doc["islands_failed"] else 0
+                ctx.exit_code = scene_exit_code(doc)
                 finish_run(ctx)
             except BaseException as exc:
                 fail_run(ctx, exc, batch)

@@ -41,6 +41,9 @@ class RunOptions:
     # Groups refined side by side (each on its own warm worker); None = one per core.
     # Only with a ``job_slots`` factory (else sequential). Outputs do not depend on it.
     workers: int | None = None
+    # --strict: a refused unit refuses the whole scene (exit 23, nothing written) instead
+    # of costing its own group only (exit 24, partial).
+    strict: bool = False
 
     def check(self) -> None:
         if self.max_iter < 1:

@@ -12,7 +12,13 @@ the agent adapter's). A separate range so a farm can tell scene-level outcomes a
 23    refused up front: a group's furniture unit cannot be refined as it is (keyframed,
       driven or constrained transform, a parent with non-uniform scale or shear, linked
       from a library, excluded from the view layer, tilted, no geometry); the message names
-      the member, the object, the cause and the fix, and nothing was written
+      the member, the object, the cause and the fix. By default a refused unit costs its
+      own group only (exit 24 below); with ``--strict`` the whole scene is refused and
+      nothing was written
+24    partial: the run finished and every other group was refined and merged, but at
+      least one group was refused (its objects are left as the input scene has them;
+      ``metrics.json``, ``state.json::islands_refused`` and the ledger name each refused
+      group with its one-line cause and fix). 21 wins when a group also failed
 ====  ==========================================================================
 """
 from __future__ import annotations
@@ -23,6 +29,7 @@ EXIT_RELATION_GRAPH = 20
 EXIT_GROUPS_FAILED = 21
 EXIT_INTEGRITY = 22
 EXIT_REFUSED = 23
+EXIT_PARTIAL = 24
 
 
 class RelationGraphError(GroupInputError):

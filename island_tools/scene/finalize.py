@@ -26,6 +26,7 @@ def finalize(ctx: StageContext) -> None:
            "groups_needing_island": state.doc["groups_needing_island"],
            "islands_completed": state.doc["islands_completed"],
            "islands_failed": state.doc["islands_failed"],
+           "islands_refused": state.doc["islands_refused"],
            "output_blend": str(p.output_blend),
            "output_sha256": sha256_file(p.output_blend),
            "input_sha256_before": ctx.input_sha_before, "input_sha256_after": after,
@@ -56,8 +57,10 @@ def evaluate(ctx: StageContext) -> dict[str, Any]:
             f"{scene['before']['violation_score']:.3f} -> "
             f"{after['violation_score']:.3f}; groups: {after['groups_pass']} pass, "
             f"{after['groups_fail']} fail, {after['groups_uncertain']} uncertain")
+    for r in scene["refused"]:
+        ctx.say(f"eval: {r['id']} REFUSED (left as the input holds it) {r['reason']}")
     for gid, entry in metrics["groups"].items():
-        for line in entry["after"]["not_measured"]:
+        for line in (entry["after"] or {}).get("not_measured", []):
             ctx.say(f"eval: {gid} UNCERTAIN {line}")
     return metrics
 

@@ -4,7 +4,9 @@
 merged scene as read back from ``blend/stage3-scene.blend`` by the merge job, both in each
 group's canonical frame with the group's final target spec and forward axes (resolutions of
 unknowns included), so the two columns differ only by the poses. Every group of the relation
-graph is measured, flagged or not.
+graph is measured, flagged or not, except a group refused up front: its entry has
+``status: "refused"``, its ``refusal_reason`` (the one-line cause and fix) and no figures
+(``before``/``after`` null), and the scene says ``partial: true`` with ``groups_refused``.
 
 Scene level: ``facing_error_mean_deg`` / ``facing_error_max_deg`` over every member with a
 facing error, ``clearance_violations`` and ``penetration_pairs`` summed,
@@ -102,6 +104,7 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
     failed = {f["id"]: f["reason"] for f in state["islands_failed"]}
     per_group: dict[str, Any] = {}
     columns: dict[str, list] = {"before": [], "after": []}
+    # ``graph``: the relation graph without its refused groups (``validate.live_graph``)
     for g in graph.groups:
         gp = paths.group(g.id)
         rebuilt = g.id in flagged and gp.metadata.is_file()
@@ -144,11 +147,23 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
             entry[column] = figures
             columns[column].append((geometry, review, figures))
         per_group[g.id] = entry
+    refused = list(state.get("islands_refused", []))
+    for r in refused:   # not measured: its objects are as the input scene holds them
+        per_group[r["id"]] = {"needs_island": False, "status": "refused",
+                              "failure_reason": None, "refusal_reason": r["reason"],
+                              "rounds": 0, "accepted_round": None, "target_spec": None,
+                              "before": None, "after": None}
     return {
         "version": 1, "run_id": state.get("run_id"), "runs": list(state.get("runs", [])),
-        "scene": {"groups_total": len(graph.groups), "groups_flagged": len(flagged),
+        "scene": {"groups_total": len(graph.groups) + len(refused),   # refused included
+                  "groups_flagged": len(flagged),
                   "islands_completed": len(state["islands_completed"]),
                   "islands_failed": len(state["islands_failed"]),
+                  "islands_refused": len(refused),
+                  # partial: some groups were refused up front and left as they are
+                  "partial": bool(refused),
+                  "groups_refused": [r["id"] for r in refused],
+                  "refused": refused,
                   "before": _scene_level(columns["before"]),
                   "after": _scene_level(columns["after"])},
         "groups": per_group,

@@ -40,8 +40,8 @@ from ..iteration import RunJob
 from . import finalize, merge, rebuild, refine, run, validate
 from .batch import BatchRun
 from .context import JobSlots, Progress, RunOptions, StageContext
-from .errors import EXIT_GROUPS_FAILED
 from .paths import OUTPUT_BLEND, RELATION_GRAPH, SCENE_BLEND, GroupPaths, ScenePaths
+from .state import scene_exit_code
 from .validate import Prepared
 
 __all__ = ["OUTPUT_BLEND", "RELATION_GRAPH", "SCENE_BLEND", "GroupPaths", "Prepared",
@@ -61,7 +61,7 @@ class ScenePipeline(StageContext):
             self.merge_back()
             self.finalize()
             self.evaluate()
-            self.exit_code = EXIT_GROUPS_FAILED if self.scene_state.doc["islands_failed"] else 0
+            self.exit_code = scene_exit_code(self.scene_state.doc)
             run.finish_run(self)
         return self.exit_code
 
@@ -111,6 +111,9 @@ def run_scene(scene_dir: str | os.PathLike[str], options: RunOptions, run_job: R
     pipeline = ScenePipeline(scene_dir, options, run_job, progress=progress, job_slots=job_slots)
     code = pipeline.run(argv)
     state = pipeline.state.doc if pipeline.state else {}
+    refused = [r["id"] for r in state.get("islands_refused", [])]
+    partial = f" (partial: refused {', '.join(refused)})" if refused else ""
     return code, (f"[{prog}] done: {len(state.get('islands_completed', []))} completed, "
-                  f"{len(state.get('islands_failed', []))} failed; "
+                  f"{len(state.get('islands_failed', []))} failed, "
+                  f"{len(refused)} refused{partial}; "
                   f"{pipeline.paths.output_blend}; {pipeline.paths.metrics}")

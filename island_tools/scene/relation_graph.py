@@ -28,8 +28,8 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,19 @@ class RelationGraph:
     @property
     def object_names(self) -> list[str]:
         return [name for g in self.groups for name in g.objects]
+
+    def without(self, group_ids: Iterable[str]) -> RelationGraph:
+        """The graph without the groups ``group_ids`` (refused ones): same file and
+        structure hash, so the run's bookkeeping still matches the whole graph."""
+        drop = set(group_ids)
+        return replace(self, groups=tuple(g for g in self.groups if g.id not in drop))
+
+    def group_of(self, name: str) -> str | None:
+        """The id of the group that names object ``name`` (anchor or member)."""
+        for g in self.groups:
+            if name in g.objects:
+                return g.id
+        return None
 
     def check_against_scene(self, objects: Mapping[str, str]) -> None:
         """``objects``: every object in the scene, name -> Blender type ("MESH", ...)."""

@@ -54,7 +54,8 @@ def ledger_tables(ledger_path: Path) -> list[str]:
             FROM runs s WHERE s.event = 'started' ORDER BY s.seq""")
         groups = _query(conn, """
             SELECT run_id, group_id, event, status, detail FROM groups
-            WHERE event IN ('completed', 'failed', 'reset', 'skipped', 'attempt_started')
+            WHERE event IN ('completed', 'failed', 'refused', 'reset', 'skipped',
+                            'attempt_started')
             ORDER BY seq""")
         iters = _query(conn, """
             SELECT run_id, group_id, round, COUNT(*) - 1, SUM(members_moved > 0),
@@ -84,10 +85,15 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
     rows = [(label, scene["before"].get(key), scene["after"].get(key))
             for label, key in METRIC_ROWS]
     title = (f"SCENE ({scene['groups_total']} groups, {scene['groups_flagged']} flagged, "
-             f"{scene['islands_completed']} completed, {scene['islands_failed']} failed)")
+             f"{scene['islands_completed']} completed, {scene['islands_failed']} failed, "
+             f"{scene.get('islands_refused', 0)} refused"
+             f"{'; PARTIAL' if scene.get('partial') else ''})")
     out = [title, table(("metric", "before", "after"), rows)]
     group_rows = []
     for gid, g in metrics["groups"].items():
+        if g["status"] == "refused":
+            group_rows.append((gid, "refused", "-", "-", "-", "-", "-", "-", "-"))
+            continue
         b, a = g["before"], g["after"]
 
         def arrow(key: str, b=b, a=a) -> str:
@@ -101,7 +107,12 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
             table(("group", "status", "verdict", "accepted", "facing max", "clear. viol.",
                    "penetr.", "pass rate", "score"), group_rows)]
     unmeasured = [f"  {gid}: {line}" for gid, g in metrics["groups"].items()
-                  for line in g["after"].get("not_measured") or []]
+                  for line in (g["after"] or {}).get("not_measured") or []]
+    refused = [f"  {gid}: {g['refusal_reason']}" for gid, g in metrics["groups"].items()
+               if g["status"] == "refused"]
+    if refused:
+        out += ["", "REFUSED (left as the input scene holds them; the run is partial)",
+                *refused]
     if unmeasured:
         out += ["", "NOT MEASURED (these groups are uncertain, not passing)", *unmeasured]
     seconds = metrics.get("stage_seconds_total") or {}

@@ -138,7 +138,8 @@ def rotate_outputs(ctx: StageContext) -> None:
 def finish_run(ctx: StageContext) -> None:
     ctx.run_ledger.run_finished(ctx.run_id, ctx.exit_code,
                                 f"completed={len(ctx.scene_state.doc['islands_completed'])} "
-                                f"failed={len(ctx.scene_state.doc['islands_failed'])}")
+                                f"failed={len(ctx.scene_state.doc['islands_failed'])} "
+                                f"refused={len(ctx.scene_state.doc['islands_refused'])}")
 
 
 def fail_run(ctx: StageContext, exc: BaseException, batch: BatchRun | None = None) -> None:

@@ -11,6 +11,7 @@ Shape::
      "stages": {"validate": {"status": "done", "seconds": 1.2}, ...},
      "groups_needing_island": [...],
      "islands_completed": [ids], "islands_failed": [{"id", "reason"}],
+     "islands_refused": [{"id", "reason"}],   # units that cannot be refined as they are
      "groups": {id: {"status", "rounds": [...], "accepted_round", "accepted_score",
                      "baseline_score", "unknowns": [...], "verification": {...}}}}
 
@@ -30,18 +31,20 @@ from typing import Any
 from .. import atomic
 from ..errors import UsageError
 from ..jsonio import read_object
+from .errors import EXIT_GROUPS_FAILED, EXIT_PARTIAL
 from .ledger import utc_now
 
 STATE_VERSION = 1
 GROUP_PENDING, GROUP_RUNNING = "pending", "running"
 GROUP_COMPLETED, GROUP_FAILED = "completed", "failed"
+GROUP_REFUSED = "refused"
 
 
 def new_state() -> dict[str, Any]:
     return {"version": STATE_VERSION, "status": "new", "run_id": None, "runs": [],
             "inputs": {}, "options": {}, "stage_trace": [], "stages": {},
             "groups_needing_island": [], "islands_completed": [], "islands_failed": [],
-            "groups": {}, "updated_utc": utc_now()}
+            "islands_refused": [], "groups": {}, "updated_utc": utc_now()}
 
 
 class SceneState:
@@ -117,6 +120,29 @@ class SceneState:
         self.group(gid)["failure_reason"] = reason
         self.doc["islands_failed"].append({"id": gid, "reason": reason})
         self.save()
+
+
+    def set_refused(self, refused: dict[str, dict[str, Any]]) -> None:
+        """``refused``: group id -> ``{"reason", ...}`` (validate's ``groups_refused``). A
+        refused group is in none of the other lists: it is left as the input holds it."""
+        self.doc["islands_refused"] = [{"id": gid, "reason": r["reason"]}
+                                       for gid, r in refused.items()]
+        for gid, r in refused.items():
+            self.forget_terminal(gid)
+            record = self.group(gid)
+            record["status"] = GROUP_REFUSED
+            record["refusal_reason"] = r["reason"]
+        self.save()
+
+
+def scene_exit_code(doc: dict[str, Any]) -> int:
+    """A finished run's exit code: 21 if a group failed, else 24 (partial) if a group was
+    refused, else 0 (``island_tools.scene.errors``)."""
+    if doc.get("islands_failed"):
+        return EXIT_GROUPS_FAILED
+    if doc.get("islands_refused"):
+        return EXIT_PARTIAL
+    return 0
 
 
 class DetachedState(SceneState):

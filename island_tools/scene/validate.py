@@ -32,7 +32,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +205,9 @@ class Prepared:
     scene_sha256: str
     state: SceneState
     measured: dict[str, Measured] | None = None
+    # group id -> {"reason", "field", "refusals"}: groups refused up front (``graph`` is then
+    # the relation graph without them)
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)
     scene_objects: dict[str, Any] | None = None
     temp_dir: Path | None = None
     validate_seconds: float = 0.0
@@ -237,7 +240,52 @@ def preflight(ctx: StageContext) -> Prepared:
     prep = Prepared(graph, scene_sha, state)
     if ctx.options.restart or not validation_gate(ctx, graph, scene_sha):
         measure(ctx, prep)
+    else:   # validated before: the refusals are the artifact's
+        prep.refused = dict(island_groups(ctx).get("groups_refused") or {})
+        if prep.refused and ctx.options.strict:
+            first = next(iter(prep.refused.values()))
+            raise SceneRefusedError(first["line"], file=graph.path, field=first["field"])
+        prep.graph = graph.without(prep.refused)
     return prep
+
+
+def entangled_refusals(graph: RelationGraph, refused: set[str],
+                       objects: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict]]:
+    """Groups not in ``refused`` that hold an object of a refused group in a unit's subtree
+    (parented below one of their objects): without its own group's root that object would
+    belong to their unit, moved or measured with it, so it could not be left as the input
+    holds it. Each such group is refused too, with a line naming the object and the fix."""
+    out: dict[str, list[dict]] = {}
+    for g in graph.groups:
+        if g.id not in refused:
+            continue
+        for name in g.objects:
+            parent = objects.get(name, {}).get("parent")
+            while parent is not None:
+                owner = graph.group_of(parent)
+                if owner is not None and owner not in refused:
+                    out.setdefault(owner, []).append({
+                        "member": parent, "object": parent,
+                        "cause": f"holds '{name}' of refused group '{g.id}' in its subtree, "
+                                 "so that refused object would move or be measured with it",
+                        "fix": f"unparent '{name}' keeping its transform (Alt-P) or fix the "
+                               f"refusal of group '{g.id}'"})
+                parent = objects.get(parent, {}).get("parent")
+    return out
+
+
+def refusal_record(graph: RelationGraph, found: list[dict]) -> dict[str, Any]:
+    """What is kept of a refused group: the one-line reason (the graph field, then member,
+    object, cause and fix, as the whole-scene refusal says it) and the refusals."""
+    where = graph.where(found[0]["member"])
+    line = refusal_line(found)
+    return {"reason": f"field '{where}': {line}", "field": where, "line": line,
+            "refusals": found}
+
+
+def live_graph(ctx: StageContext, graph: RelationGraph) -> RelationGraph:
+    """``graph`` without the groups validate refused (``island_groups.json``)."""
+    return graph.without(island_groups(ctx).get("groups_refused") or {})
 
 
 def validation_gate(ctx: StageContext, graph: RelationGraph, scene_sha: str) -> bool:
@@ -262,18 +310,42 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     prep.temp_dir = tmp
     ctx.say(f"validate: reading {ctx.paths.scene_blend.name} "
             f"({len(graph.groups)} groups in the relation graph)")
-    result = ctx.run_job({"op": "scene_read", "blend": str(ctx.paths.scene_blend),
-                          "names": graph.object_names,
-                          "export_meshes": str(tmp / "scene_meshes.npz"),
-                          "context": {"groups": {g.id: list(g.objects) for g in graph.groups},
-                                      "reach_m": CONTEXT_REACH_M, "above_m": CONTEXT_ABOVE_M,
-                                      "export": str(tmp / "scene_context.npz")}})
+
+    def read(live: RelationGraph) -> dict[str, Any]:
+        return ctx.run_job({"op": "scene_read", "blend": str(ctx.paths.scene_blend),
+                            "names": live.object_names,
+                            "export_meshes": str(tmp / "scene_meshes.npz"),
+                            "context": {"groups": {g.id: list(g.objects)
+                                                   for g in live.groups},
+                                        "reach_m": CONTEXT_REACH_M,
+                                        "above_m": CONTEXT_ABOVE_M,
+                                        "export": str(tmp / "scene_context.npz")}})
+
+    result = read(graph)
     objects = result["objects"]
     graph.check_against_scene({n: o["type"] for n, o in objects.items()})
-    refused = result.get("refusals") or []
-    if refused:
-        raise SceneRefusedError(refusal_line(refused), file=graph.path,
-                                field=graph.where(refused[0]["member"]))
+    # A refused unit costs its own group: the scene is read again without the refused
+    # groups (whose objects are then fixed context, like bystanders) until nothing is
+    # refused; a unit without geometry is only found once every other refusal is gone.
+    # --strict keeps the whole-scene refusal (exit 23, nothing written).
+    found_by_group: dict[str, list[dict]] = {}
+    while result.get("refusals"):
+        found = result["refusals"]
+        if ctx.options.strict:
+            raise SceneRefusedError(refusal_line(found), file=graph.path,
+                                    field=graph.where(found[0]["member"]))
+        for r in found:
+            found_by_group.setdefault(graph.group_of(r["member"]) or "", []).append(r)
+        while entangled := entangled_refusals(prep.graph, set(found_by_group), objects):
+            for gid, more in entangled.items():
+                found_by_group.setdefault(gid, []).extend(more)
+        graph = prep.graph.without(found_by_group)
+        result = read(graph)
+    prep.refused = {gid: refusal_record(prep.graph, found)
+                    for gid, found in found_by_group.items()}
+    prep.graph = graph
+    if not graph.groups:   # every group refused: nothing was evaluated, an empty cache
+        meshcache.save(tmp / "scene_meshes.npz", {}, {}, {})
     unit_scale = float(result.get("unit_scale") or 1.0)
     meshes, _ = meshcache.load(tmp / "scene_meshes.npz")
     world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in graph.object_names}
@@ -307,6 +379,7 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
         state.doc["groups_needing_island"] = flagged
         for gid in flagged:
             state.group(gid)
+        state.set_refused(prep.refused)
         state.trace("validate:skipped:complete")
         return flagged
     t0 = time.perf_counter()
@@ -329,11 +402,18 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
            "scene_sha256": prep.scene_sha256,
            "rules": "a group needs an island when any review fails on the scene as it is "
            "(docs/SCENE_PIPELINE.md, 'validate')",
-           "groups": {gid: m.doc() for gid, m in prep.measured.items()}}
+           "groups": {gid: m.doc() for gid, m in prep.measured.items()},
+           "groups_refused": prep.refused}
     atomic.write_json(p.island_groups, doc)  # written last: the stage's completion gate
     state.doc["groups_needing_island"] = flagged
     for gid in flagged:
         state.group(gid)
+    state.set_refused(prep.refused)
+    for gid, refused in prep.refused.items():
+        ctx.run_ledger.group_event(ctx.run_id, gid, "refused", "refused", refused["reason"])
+        state.trace(f"validate:refused:{gid}")
+        ctx.say(f"validate: group '{gid}' refused (left as the input holds it): "
+                f"{refused['reason']}")
     ctx.time("validate", prep.validate_seconds + time.perf_counter() - t0)
     state.stage_finished("validate", 0.0)
     state.trace("validate")

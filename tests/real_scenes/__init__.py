@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -42,10 +43,11 @@ def run_script(script: str, *args: str, timeout: float = 300.0) -> subprocess.Co
     return proc
 
 
-def run_refine(scene_dir: Path, timeout: float = 300.0) -> dict:
-    """``scripts/refine_scene.py run`` on one scene, as a user runs it."""
+def run_refine(scene_dir: Path, timeout: float = 300.0, extra: tuple[str, ...] = ()) -> dict:
+    """``scripts/refine_scene.py run`` on one scene, as a user runs it (``extra``: more
+    flags, e.g. ``--strict``)."""
     cmd = [PYTHON, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",
-           str(scene_dir), *REFINE_FLAGS]
+           str(scene_dir), *REFINE_FLAGS, *extra]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
                           timeout=timeout, check=False)
@@ -53,3 +55,31 @@ def run_refine(scene_dir: Path, timeout: float = 300.0) -> dict:
             "seconds": time.perf_counter() - t0,
             "command": "ISLAND_REFINER_DAEMON=0 .venv/bin/python " + " ".join(
                 [str(Path("scripts") / "refine_scene.py"), *cmd[2:]])}
+
+
+_SPOIL_UNIT = textwrap.dedent("""
+    import sys, bpy
+    blend, how, name = sys.argv[1:4]
+    bpy.ops.wm.open_mainfile(filepath=blend, load_ui=False, use_scripts=False)
+    chair = bpy.data.objects[name]
+    if how == "keyframed":
+        chair.keyframe_insert("location", frame=1)
+        chair.keyframe_insert("location", frame=20)
+    else:   # a Copy Location constraint onto an Empty where the chair stands: it stays put
+        target = bpy.data.objects.new("copy_target", None)
+        bpy.context.scene.collection.objects.link(target)
+        target.location = chair.matrix_world.translation
+        con = chair.constraints.new("COPY_LOCATION")
+        con.target = target
+    bpy.ops.wm.save_mainfile(filepath=blend)
+""")
+
+
+def spoil_unit(blend: Path, how: str, name: str) -> None:
+    """Make object ``name`` of the saved ``blend`` unrefinable as a user's file would hold
+    it: ``keyframed`` (two location keys) or ``constrained`` (a Copy Location constraint onto
+    an Empty where it stands, so it does not move); saved in place."""
+    proc = subprocess.run([PYTHON, "-c", _SPOIL_UNIT, str(blend), how, name], cwd=REPO,
+                          env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"spoil_unit {how} {name}: {proc.stderr[-3000:]}")

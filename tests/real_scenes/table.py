@@ -42,8 +42,12 @@ def main() -> int:
     variants = [*REFINE_VARIANTS, *REFUSAL_VARIANTS]
     run_script("build.py", "--out", str(root), *variants)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = dict(zip(variants, pool.map(lambda v: run_refine(root / v / "scene"),
-                                           variants)))
+        # refusal variants with --strict: the whole-scene refusal and its one line (by
+        # default a refused unit costs its own group only: tests/test_scene_refusal.py)
+        runs = dict(zip(variants, pool.map(
+            lambda v: run_refine(root / v / "scene",
+                                 extra=("--strict",) if v in REFUSAL_VARIANTS else ()),
+            variants)))
     run_script("judge.py", *[str(root / v) for v in REFINE_VARIANTS])
     print("| case | accepted or refused | pipeline verdict | judged independently "
           "(input -> merged) |")
@@ -53,7 +57,7 @@ def main() -> int:
         if v in REFUSAL_VARIANTS:
             line = next((ln for ln in run["stderr"].splitlines() if ln.strip()), "")
             message = line.split("relation_graph.json, ", 1)[-1].strip()
-            print(f"| {v} | refused, exit {run['code']}: {message} | - | "
+            print(f"| {v} | refused (--strict), exit {run['code']}: {message} | - | "
                   "scene directory byte-identical |")
             continue
         metrics = json.loads((root / v / "scene" / "metrics.json").read_text())
