@@ -1,0 +1,173 @@
+"""Hard constraints stay hard; infeasible is a finding, named (issue 25).
+
+Rooms where the spec cannot be met (a wall too close for an even ring or a 2+2+1+1, a
+column in a slot, two groups competing for one gap) and rooms where it can. The solver
+loop runs in-process (solver + GeometryContext + fixed context); the result is JUDGED HERE
+with shapely footprints of the posed vertices, never with the project's geometry module:
+no member may end inside a wall, a column, another group's unit, the anchor or another
+member. Where the solver had to give a soft constraint up, the review is ``fail`` with the
+finding's one line naming the blocker.
+"""
+from __future__ import annotations
+
+import pytest
+from _meshes import box, merge, solve
+from shapely.geometry import MultiPoint, Polygon
+
+from fixtures import specs
+from island_tools import frames
+from island_tools.forward_axis import forward_axes_document
+from island_tools.geometry import GeometryContext
+from island_tools.scene import verify
+from island_tools.solver import Solver
+
+INSIDE_TOL_M2 = 1e-6     # overlap area that counts as "inside" (1 cm^2)
+
+
+def _room(fixture: str, drop: tuple[str, ...] = ()):
+    arr = specs.arrange(fixture, "correct")
+    meshes = {n: m for n, m in arr.meshes.items() if n not in drop}
+    members = [n for n in arr.members if n not in drop]
+    target = dict(arr.target_spec())
+    target["member_count"] = len(members)
+    props = specs.member_props(fixture)
+    axes = forward_axes_document(meshes, arr.anchor, {
+        n: p["forward_axis"] for n, p in props.items() if "forward_axis" in p and n in meshes})
+    table = frames.transform_points(arr.canonical[arr.anchor], arr.meshes[arr.anchor][0])
+    poses = {n: p.copy() for n, p in arr.canonical.items() if n in meshes}
+    return arr.anchor, meshes, members, target, axes, table, poses
+
+
+def _footprint(mesh, pose) -> Polygon:
+    v = frames.transform_points(pose, mesh[0])
+    return MultiPoint(v[:, :2]).convex_hull
+
+
+def _context_polygons(context) -> dict[str, Polygon]:
+    return {n: MultiPoint(v[:, :2]).convex_hull for n, (v, _) in context.items()}
+
+
+def _run(anchor, meshes, members, target, axes, context, poses):
+    geo = GeometryContext(meshes, anchor, axes, context)
+    solver = Solver(meshes, anchor, axes, target, context)
+    final = solve(solver, geo, meshes, poses, target)
+    decision = solver.decide(poses, final, 21)
+    given_up = decision["given_up"]
+    finding = ({"reason": solver.infeasible_reason(given_up), "given_up": given_up}
+               if given_up else None)
+    review = verify.review_group("g", final, target, axes, members, None, finding)
+    return review, given_up, decision
+
+
+def _violations(anchor, meshes, members, context, poses) -> list[str]:
+    """Every hard constraint broken, judged with shapely on the posed vertices."""
+    feet = {n: _footprint(meshes[n], poses[n]) for n in [anchor, *members]}
+    out = []
+    for name in members:
+        for other, poly in {**_context_polygons(context),
+                            anchor: feet[anchor]}.items():
+            if feet[name].intersection(poly).area > INSIDE_TOL_M2:
+                out.append(f"{name} inside {other}")
+    for i, a in enumerate(members):
+        for b in members[i + 1:]:
+            if feet[a].intersection(feet[b]).area > INSIDE_TOL_M2:
+                out.append(f"{a} inside {b}")
+    return out
+
+
+def _wall_north(table, gap: float):
+    face = float(table[:, 1].max()) + gap
+    return {"wall_north": box([-4.0, face, 0.0], [4.0, face + 0.1, 2.5])}
+
+
+def _wall_west(table, gap: float):
+    face = float(table[:, 0].min()) - gap
+    return {"wall_west": box([face - 0.1, -4.0, 0.0], [face, 4.0, 2.5])}
+
+
+def test_an_even_ring_of_four_five_cm_from_a_wall_is_infeasible_and_named() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room(
+        "round_table_6", ("chair_5", "chair_6"))
+    context = _wall_north(table, 0.05)
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    assert review["summary"]["verdict"] == "fail"
+    assert review["infeasible"] is not None
+    reason = review["infeasible"]["reason"]
+    assert reason.startswith("wall_north is 0.05 m") and "even ring of 4" in reason
+    assert "moved" in reason and "deg" in reason
+    assert review["review_results"][0]["id"] == "group_infeasible"
+    assert {g["constraint"] for g in given_up} <= {"even_ring", "clearance_m"}
+
+
+def test_the_same_ring_in_an_open_room_passes() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room(
+        "round_table_6", ("chair_5", "chair_6"))
+    context = _wall_north(table, 1.5)
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    assert given_up == [] and review["infeasible"] is None
+    assert review["summary"]["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("side", ["west", "north"])
+def test_a_2_2_1_1_table_035_m_from_a_wall_keeps_every_chair_out_of_it(side: str) -> None:
+    anchor, meshes, members, target, axes, table, poses = _room("long_table_6")
+    context = (_wall_west if side == "west" else _wall_north)(table, 0.35)
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    assert review["summary"]["verdict"] == "fail"
+    reason = review["infeasible"]["reason"]
+    assert reason.startswith(f"wall_{side} is 0.35 m") and "2+2+1+1" in reason
+    assert given_up and all(g["blocker"] == f"wall_{side}" for g in given_up)
+
+
+def test_a_2_2_1_1_table_with_room_at_every_edge_passes() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room("long_table_6")
+    context = _wall_west(table, 1.2)
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    assert given_up == [] and review["summary"]["verdict"] == "pass"
+
+
+def test_a_column_in_a_ring_slot_moves_that_chair_round_the_ring() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room(
+        "round_table_6", ("chair_5", "chair_6"))
+    # a column where one even slot of the four is (straight out of the first chair)
+    c = frames.footprint_centre_local(meshes["chair_1"][0])
+    start = frames.pivot_in_frame(poses["chair_1"], c)[:2]
+    context = {"column": box([start[0] - 0.15, start[1] - 0.15, 0.0],
+                             [start[0] + 0.15, start[1] + 0.15, 2.5])}
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    if given_up:   # the ring may also turn as a whole round the column: then it passes
+        assert review["summary"]["verdict"] == "fail"
+        assert review["infeasible"]["reason"].startswith("column")
+    else:
+        assert review["summary"]["verdict"] == "pass"
+
+
+def test_two_groups_competing_for_one_gap_stay_out_of_each_other() -> None:
+    """The neighbour group's table and chair stand where our -x end chair would sit: that
+    chair goes elsewhere or stays; none enters the neighbour's units."""
+    anchor, meshes, members, target, axes, table, poses = _room("long_table_6")
+    x0 = float(table[:, 0].min())
+    neighbour = {"other_table": box([x0 - 1.6, -0.5, 0.0], [x0 - 0.45, 0.5, 0.75]),
+                 "other_chair": merge(box([x0 - 0.44, -0.25, 0.0], [x0 - 0.1, 0.25, 0.45]))}
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, neighbour, poses)
+    assert _violations(anchor, meshes, members, neighbour, poses) == []
+    assert review["summary"]["verdict"] == "fail"
+    assert review["infeasible"]["reason"].split()[0] in ("other_chair", "other_table")
+
+
+def test_sub_millimetre_moves_are_written_as_no_move() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room("long_table_6")
+    geo = GeometryContext(meshes, anchor, axes, None)
+    solver = Solver(meshes, anchor, axes, target, None)
+    solve(solver, geo, meshes, poses, target)
+    for n in range(1, 12):
+        decision = solver.decide(poses, geo.compute(poses, target, n), n)
+        for delta in decision["members"].values():
+            move = max(abs(delta["delta_xyz"][0]), abs(delta["delta_xyz"][1]))
+            assert move >= 1e-4 or abs(delta["delta_yaw_deg"]) >= 0.01
+            assert all(abs(d) == 0.0 or abs(d) >= 1e-4 for d in delta["delta_xyz"])
