@@ -490,6 +490,7 @@ class _Member:
     penetrating: bool
     seat_rel: np.ndarray = field(default_factory=lambda: np.zeros(2))  # seat centre - pivot
     modulus_deg: float = 360.0  # its facing is aligned modulo this turn
+    yaw_now_deg: float = 0.0    # its current yaw (rotation about z), for sticky targets
 
 
 @dataclass(frozen=True)
@@ -569,6 +570,8 @@ class Solver:
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
         self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
+        self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
+                            list[dict[str, Any]]] | None = None
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -659,9 +662,11 @@ class Solver:
                 norm = float(np.linalg.norm(f))
                 forward = f / norm if norm > 1e-12 else None
             seat = frames.pivot_in_frame(pose, data.seat_local)[:2]
+            _, rot_now, _ = frames.decompose(pose)
             out[name] = _Member(name, pivot, self._footprint(name, pose) - pivot, forward,
                                 geometry["members"][name]["edge"], name in hot, seat - pivot,
-                                data.modulus_deg)
+                                data.modulus_deg,
+                                math.degrees(math.atan2(rot_now[1, 0], rot_now[0, 0])))
         return out
 
     # ----------------------------------------------------------------- targets
@@ -1039,6 +1044,26 @@ class Solver:
             given_up.append(entry)
         return out, given_up
 
+    def _sticky_targets(self, members: dict[str, _Member], anchor: _Anchor
+                        ) -> tuple[dict[str, _Target], list[dict[str, Any]]] | None:
+        """The last infeasible plan (absolute centres and yaws) in the current state, while
+        it still keeps every hard constraint: a plan that had to give something up is not
+        re-derived from each state (the assignment would swap which member gives way)."""
+        if self._sticky is None or set(self._sticky[0]) != set(members):
+            return None
+        out = {}
+        for n, (centre, yaw_abs, edge) in self._sticky[0].items():
+            m = members[n]
+            turn = (yaw_abs - m.yaw_now_deg + 180.0) % 360.0 - 180.0
+            out[n] = _Target(edge, centre, turn, _rotate(m.hull_rel, turn))
+        for n, t in out.items():
+            others = {o: u.hull_rel + u.centre for o, u in out.items() if o != n}
+            if not (self._blocker(t.hull_rel + t.centre)[0] <= OBSTACLE_TOL_M
+                    and self._keeps_hard(t.hull_rel + t.centre, others, anchor)) and (
+                    float(np.linalg.norm(t.centre - members[n].pivot)) > POSITION_TOL_M):
+                return None
+        return out, self._sticky[1]
+
     def infeasible_reason(self, given_up: list[dict[str, Any]]) -> str:
         """One line a person understands: what blocks, what was given up, by how much."""
         if not given_up:
@@ -1233,7 +1258,14 @@ class Solver:
         key = self._state_key(poses, geometry)
         cached = self._last_targets.get(key)
         if cached is None:   # quiet iterations repeat the last state: its targets stand
-            cached = self._keep_hard(self._targets(members, anchor), members, anchor)
+            cached = self._sticky_targets(members, anchor)
+            if cached is None:
+                cached = self._keep_hard(self._targets(members, anchor), members, anchor)
+                if cached[1]:   # an infeasible plan is kept: re-planning each state churns
+                    self._sticky = ({n: (t.centre.copy(), members[n].yaw_now_deg + t.yaw_deg,
+                                         t.edge) for n, t in cached[0].items()}, cached[1])
+                else:
+                    self._sticky = None
             self._last_targets = {key: cached}
         targets, given_up = cached
         infeasible = self.infeasible_reason(given_up)
