@@ -151,7 +151,8 @@ def compact(review: Mapping[str, Any]) -> dict[str, Any]:
                         for i in review["review_results"] if i["verdict"] == "fail"],
             "violation_score": review.get("violation_score"),
             "source": "island_tools.scene.verify.review_group",
-            "figures": review.get("figures")}
+            "figures": review.get("figures"),
+            "infeasible": (review.get("infeasible") or {}).get("reason")}
 
 
 def _short(reason: str) -> str:

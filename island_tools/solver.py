@@ -1029,6 +1029,7 @@ class Solver:
             others.update({g["member"]: out[g["member"]].hull_rel + out[g["member"]].centre
                            for g in given_up})
             gap = obstacle_distances(anchor.hull, self._band).get(blocker)
+            gap = None if gap is None else max(0.0, gap)   # touching reads 0.00, not -0.00
             entry: dict[str, Any] = {"member": name, "blocker": blocker,
                                      "blocker_gap_m": None if gap is None else round(gap, 3),
                                      "edge": out[name].edge}

@@ -563,10 +563,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"FAIL {r['pattern']} seed {r['seed']} [{','.join(r['tags'])}]: "
                      + "; ".join(r["failures"][:3]))
     main_table = {"title": "solver vs independent judge", "columns": columns, "rows": rows}
-    return {"columns": columns, "rows": rows, "tables": [main_table, one], "notes": notes,
+    tables = [main_table, one]
+    infeasible: list[dict[str, Any]] = []
+    if not (getattr(args, "pattern", None) or getattr(args, "case", None)):
+        infeasible = infeasible_results(workers)
+        tables.append(infeasible_table(infeasible))
+        bad = [r for r in infeasible if not r["ok"]]
+        notes.append(f"infeasible rooms (issue 25, scripts/_quality_infeasible.py): "
+                     f"{len(infeasible) - len(bad)}/{len(infeasible)} as expected (no hard "
+                     "violation after, judged with shapely on the posed vertices; feasible "
+                     "rooms pass, infeasible ones fail with the reason line); hard "
+                     f"violations after: {sum(r['violations_after'] for r in infeasible)}")
+        for r in bad:
+            notes.append(f"INFEASIBLE-CASE {r['case']}: verdict {r['verdict']}, "
+                         f"after {r['after'][:3]}")
+    return {"columns": columns, "rows": rows, "tables": tables, "notes": notes,
             "data": {"wall_seconds": round(wall, 2), "cases": results,
+                     "infeasible": infeasible,
                      "one_verdict": {"agree": agree, "cases": len(results),
                                      "old_quality_disagree": len(old_wrong)}}}
+
+
+def infeasible_results(workers: int) -> list[dict[str, Any]]:
+    """Every room of ``_quality_infeasible.CASES`` (walls, columns, a neighbour group)."""
+    from _quality_infeasible import CASES
+    from _quality_infeasible import run as run_room
+
+    names = list(CASES)
+    if workers == 1:
+        return [run_room(n) for n in names]
+    import multiprocessing
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        return list(ex.map(run_room, names, chunksize=1))
+
+
+def infeasible_table(results: list[dict[str, Any]]) -> dict[str, Any]:
+    columns = ["room", "expected", "hard viol. before", "hard viol. after", "verdict",
+               "given up", "iters", "reason"]
+    rows = [[r["case"], "pass" if r["feasible"] else "fail+reason", r["violations_before"],
+             r["violations_after"], r["verdict"], r["given_up"], r["iters"],
+             r["reason"] or "-"] for r in results]
+    return {"title": "infeasible rooms: hard constraints kept, the finding named",
+            "columns": columns, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:

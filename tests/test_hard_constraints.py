@@ -130,7 +130,7 @@ def test_a_2_2_1_1_table_with_room_at_every_edge_passes() -> None:
     assert given_up == [] and review["summary"]["verdict"] == "pass"
 
 
-def test_a_column_in_a_ring_slot_moves_that_chair_round_the_ring() -> None:
+def test_a_column_in_a_ring_slot_is_never_entered() -> None:
     anchor, meshes, members, target, axes, table, poses = _room(
         "round_table_6", ("chair_5", "chair_6"))
     # a column where one even slot of the four is (straight out of the first chair)
@@ -145,6 +145,18 @@ def test_a_column_in_a_ring_slot_moves_that_chair_round_the_ring() -> None:
         assert review["infeasible"]["reason"].startswith("column")
     else:
         assert review["summary"]["verdict"] == "pass"
+
+
+def test_a_column_at_a_long_edge_slot_slides_that_chair_and_names_the_column() -> None:
+    anchor, meshes, members, target, axes, table, poses = _room("long_table_6")
+    c = frames.footprint_centre_local(meshes["chair_1"][0])
+    p = frames.pivot_in_frame(poses["chair_1"], c)[:2]
+    context = {"column": box([p[0] - 0.15, p[1] - 0.15, 0.0], [p[0] + 0.15, p[1] + 0.15, 2.5])}
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert _violations(anchor, meshes, members, context, poses) == []
+    assert review["summary"]["verdict"] == "fail"
+    assert review["infeasible"]["reason"].startswith("column is")
+    assert [g["member"] for g in given_up] == ["chair_1"]
 
 
 def test_two_groups_competing_for_one_gap_stay_out_of_each_other() -> None:
@@ -171,3 +183,33 @@ def test_sub_millimetre_moves_are_written_as_no_move() -> None:
             move = max(abs(delta["delta_xyz"][0]), abs(delta["delta_xyz"][1]))
             assert move >= 1e-4 or abs(delta["delta_yaw_deg"]) >= 0.01
             assert all(abs(d) == 0.0 or abs(d) >= 1e-4 for d in delta["delta_xyz"])
+
+
+def test_the_finding_reaches_every_reader_of_the_one_review(tmp_path) -> None:
+    """review_island reads simple_refiner/infeasible.json (what the solver policy writes):
+    the first failing item, compact() (run.json, MCP) and the report's sentence carry the
+    line; without a finding the output only gains ``infeasible: None``."""
+    import json
+
+    from island_tools import review
+
+    anchor, meshes, members, target, axes, table, poses = _room(
+        "round_table_6", ("chair_5", "chair_6"))
+    context = _wall_north(table, 0.05)
+    rev, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    line = rev["infeasible"]["reason"]
+    geometry = GeometryContext(meshes, anchor, axes, context).compute(poses, target, 0)
+    (tmp_path / "simple_refiner").mkdir()
+    inputs = review.ReviewInputs("g", target, axes, tuple(members), {}, tmp_path)
+    assert review.review_island(inputs, geometry)["infeasible"] is None
+    (tmp_path / "simple_refiner" / review.INFEASIBLE_FILE).write_text(
+        json.dumps({"reason": line, "given_up": given_up}))
+    full = review.review_island(inputs, geometry)
+    assert full["summary"]["verdict"] == "fail"
+    short = review.compact(full)
+    assert short["infeasible"] == line
+    assert short["failing"][0]["reason"] == f"infeasible: {line}"
+    assert line.replace("'", "") in review.sentence(full)
+    plain = verify.review_group("g", geometry, target, axes, members)
+    assert plain["infeasible"] is None
+    assert all(i["id"] != "group_infeasible" for i in plain["review_results"])
