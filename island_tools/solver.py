@@ -146,7 +146,7 @@ BLOCKED_SLOT_COST_PER_M = 1.0e4  # m^2 per metre inside: a blocked slot loses to
 OVERFULL_EDGE_COST_PER_M = 1.0e3  # m^2 per metre of overfull edge: a fitting choice wins
 PATTERN_COUNTS = {"2+2+1": 5, "2+2+1+1": 6}
 HARD_TOL_M = 1.0e-4          # a re-placed target must be this clear of walls and the anchor
-MEMBER_GAP_M = 0.005         # and this far from every other member's footprint
+MEMBER_GAP_M = SLOT_GAP_M   # and this far from every other member's footprint (the slot rule)
 CLEARANCE_STEP_M = 0.02      # smaller clearances tried for a blocked slot, down to
 MIN_CLEARANCE_M = 0.0
 RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
@@ -1000,6 +1000,32 @@ class Solver:
                 out.append((cost, _Target(e2, base + r * other.normal, yaw, hull), what))
         return out
 
+    def _respaced(self, m: _Member, targets: dict[str, _Target], unresolved: set[str],
+                  members: dict[str, _Member], anchor: _Anchor
+                  ) -> list[tuple[float, dict[str, _Target], dict[str, Any]]]:
+        """A blocked member moved to another edge of a rect anchor, that edge's members
+        re-spaced by the slot rule with it (cost 3.5: after a free place on that edge)."""
+        t = targets[m.name]
+        if anchor.round or t.edge not in anchor.edges:
+            return []
+        out: list[tuple[float, dict[str, _Target], dict[str, Any]]] = []
+        for e2 in EDGE_ORDER:
+            if e2 == t.edge or e2 not in anchor.edges:
+                continue
+            edge = anchor.edges[e2]
+            on = [members[n] for n, u in targets.items()
+                  if n != m.name and u.edge == e2 and n not in unresolved]
+            where = {n: float(edge.tangent @ targets[n].centre) for n in (x.name for x in on)}
+            where[m.name] = float(edge.tangent @ m.pivot)
+            ordered = sorted([*on, m], key=lambda x: (where[x.name], x.name))
+            try:
+                new = self._edge_targets(edge, ordered, anchor)
+            except ValueError:
+                continue
+            out.append((3.5, new, {"constraint": "pattern", "from_edge": t.edge, "to_edge": e2,
+                                   "respaced": len(on)}))
+        return out
+
     def _keep_hard(self, targets: dict[str, _Target], members: dict[str, _Member],
                    anchor: _Anchor) -> tuple[dict[str, _Target], list[dict[str, Any]]]:
         """Targets that keep every hard constraint, and what was given up for them.
@@ -1033,10 +1059,24 @@ class Solver:
             entry: dict[str, Any] = {"member": name, "blocker": blocker,
                                      "blocker_gap_m": None if gap is None else round(gap, 3),
                                      "edge": out[name].edge}
-            for _, cand, what in sorted(self._alternatives(m, out[name], anchor),
-                                        key=lambda x: x[0]):
-                if self._keeps_hard(cand.hull_rel + cand.centre, others, anchor):
-                    out[name] = cand
+            options: list[tuple[float, dict[str, _Target], dict[str, Any]]] = [
+                (cost, {name: cand}, what)
+                for cost, cand, what in self._alternatives(m, out[name], anchor)]
+            options += self._respaced(m, out, set(blocked) - {g["member"] for g in given_up},
+                                      members, anchor)
+
+            def fits(cands: dict[str, _Target], others: dict[str, np.ndarray] = others
+                     ) -> bool:
+                for n, c in cands.items():
+                    rest = {o: h for o, h in others.items() if o not in cands}
+                    rest.update({o: d.hull_rel + d.centre for o, d in cands.items() if o != n})
+                    if not self._keeps_hard(c.hull_rel + c.centre, rest, anchor):
+                        return False
+                return True
+
+            for _, cands, what in sorted(options, key=lambda x: x[0]):
+                if fits(cands):
+                    out.update(cands)
                     entry.update(what)
                     break
             else:

@@ -443,6 +443,14 @@ def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any
                  evidence=ev)
 
 
+def hard_violations(geometry: Mapping[str, Any]) -> int:
+    """How many hard constraints a state breaks: penetrating pairs (members, the anchor)
+    plus members inside the fixed context (walls, other groups' units, bystanders)."""
+    group = geometry.get("group", {})
+    return int(group.get("penetration_pairs") or 0) + int(group.get("obstacle_penetrations")
+                                                          or 0)
+
+
 def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any]) -> float:
     """One number per group, 0 = every measured constraint met; lower is better.
 
