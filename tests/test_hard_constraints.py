@@ -10,6 +10,7 @@ finding's one line naming the blocker.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from _meshes import box, merge, solve
 from shapely.geometry import MultiPoint, Polygon
@@ -213,3 +214,24 @@ def test_the_finding_reaches_every_reader_of_the_one_review(tmp_path) -> None:
     plain = verify.review_group("g", geometry, target, axes, members)
     assert plain["infeasible"] is None
     assert all(i["id"] != "group_infeasible" for i in plain["review_results"])
+
+
+def test_a_member_with_no_free_place_stays_where_the_scene_had_it() -> None:
+    """Walls 5 cm from every side of a round table: no chair fits anywhere. Nobody is
+    moved into another wall; each keeps its scene pose and the finding says so."""
+    anchor, meshes, members, target, axes, table, poses = _room(
+        "round_table_6", ("chair_5", "chair_6"))
+    lo, hi = table[:, :2].min(axis=0) - 0.05, table[:, :2].max(axis=0) + 0.05
+    context = {"wall_north": box([-4.0, hi[1], 0.0], [4.0, hi[1] + 0.1, 2.5]),
+               "wall_south": box([-4.0, lo[1] - 0.1, 0.0], [4.0, lo[1], 2.5]),
+               "wall_east": box([hi[0], -4.0, 0.0], [hi[0] + 0.1, 4.0, 2.5]),
+               "wall_west": box([lo[0] - 0.1, -4.0, 0.0], [lo[0], 4.0, 2.5])}
+    start = {n: p.copy() for n, p in poses.items()}
+    review, given_up, _ = _run(anchor, meshes, members, target, axes, context, poses)
+    assert given_up and {g["constraint"] for g in given_up} == {"placement"}
+    for g in given_up:   # at most the contract's 0.01 m verification nudge (iteration 1)
+        np.testing.assert_allclose(poses[g["member"]][:3, :3], start[g["member"]][:3, :3],
+                                   atol=1e-9)
+        assert np.abs(poses[g["member"]][:2, 3] - start[g["member"]][:2, 3]).max() <= 0.0101
+    assert review["summary"]["verdict"] == "fail"
+    assert "kept where the scene had it" in review["infeasible"]["reason"]
