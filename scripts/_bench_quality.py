@@ -53,6 +53,14 @@ manifests (rotated with the pose and any baked yaw) and checks:
 A case passes when every check passes and the loop converged within 20 iterations with
 every decision accepted by the adapter.
 
+Infeasible rooms (third table, issue 25; ``scripts/_quality_infeasible.py``, skipped with
+``--pattern``/``--case``): round tables with 4-6 chairs 0-0.10 m from a wall, a 2+2+1+1 with
+a wall 0.20/0.35 m off an end or a long side, a column in a slot, a neighbour group's table
+and chair at an end, and the same rooms with room to spare; the solver runs with the fixed
+context, and shapely footprints of the posed vertices count the hard violations (a member in
+a wall, column, neighbour unit, the anchor or another member) before and after (target 0
+after); feasible rooms must pass, infeasible ones fail with the finding's reason line.
+
 One verdict (second table, issue 24): on each case's final state, the loop's verdict (what
 ``adapter.run_group`` records: ``review.review_island`` of the loop's geometry) against the
 scene pipeline's (``scene.verify.review_group`` on geometry recomputed from the final poses
