@@ -364,7 +364,17 @@ class SolverPolicy:
             from .solver import Solver
 
             self._solver = Solver.for_group(group)
-        return self._solver.decide_from_disk(group, n, phase)
+        decision = self._solver.decide_from_disk(group, n, phase)
+        # what the solver gave up to keep the hard constraints is a finding the review
+        # carries (review.infeasible_of), not part of the decision the contract checks
+        given_up = decision.pop("given_up", [])
+        path = group.root / REFINER_DIR / review.INFEASIBLE_FILE
+        if given_up:
+            atomic.write_json(path, {"reason": self._solver.infeasible_reason(given_up),
+                                     "given_up": given_up, "iter": n})
+        elif path.is_file():
+            path.unlink()
+        return decision
 
 
 class CommandPolicy:

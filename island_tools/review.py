@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GroupInputError
-from .iteration import FORWARD_AXES, Group, load_group
+from .iteration import FORWARD_AXES, REFINER_DIR, Group, load_group
 from .jsonio import read_object
 from .scene.verify import review_group
 
 VERDICTS = ("pass", "fail", "uncertain")
 REASON_MAX_WORDS = 18     # one review item in a sentence (a report is at most 80 words)
+INFEASIBLE_MAX_WORDS = 40  # the solver's infeasible finding: its whole line
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,23 @@ class ReviewInputs:
     forward_axes: dict[str, Any]
     members: tuple[str, ...]
     resolved: dict[str, dict[str, Any]] = field(default_factory=dict)
+    root: Path | None = None      # the group directory: its solver finding is read per review
+
+
+INFEASIBLE_FILE = "infeasible.json"   # in simple_refiner/: the solver's last finding
+
+
+def infeasible_of(root: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """The solver's finding that the spec cannot be met keeping the hard constraints
+    (``<group>/simple_refiner/infeasible.json``, written by the solver policy), or None
+    when there is none, it is empty or unreadable."""
+    if root is None:
+        return None
+    try:
+        doc = json.loads((Path(root) / REFINER_DIR / INFEASIBLE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("reason") else None
 
 
 def scene_resolutions(root: Path) -> dict[str, dict[str, Any]]:
@@ -75,7 +93,7 @@ def review_inputs(group: Group | str | os.PathLike[str]) -> ReviewInputs:
                         "delete forward_axes.json; init_iter0.py recomputes it")
             if path.is_file() else {})
     return ReviewInputs(g.root.name, g.target_spec.to_dict(), axes,
-                        tuple(g.metadata.refined_members), scene_resolutions(g.root))
+                        tuple(g.metadata.refined_members), scene_resolutions(g.root), g.root)
 
 
 def review_island(group: Group | ReviewInputs | str | os.PathLike[str],
@@ -90,7 +108,8 @@ def review_island(group: Group | ReviewInputs | str | os.PathLike[str],
     ``not_measured``, ``violation_score``) plus ``figures`` (:func:`figures`)."""
     inputs = group if isinstance(group, ReviewInputs) else review_inputs(group)
     review = review_group(inputs.group_id, geometry, inputs.target_spec, inputs.forward_axes,
-                          inputs.members, inputs.resolved if resolved is None else resolved)
+                          inputs.members, inputs.resolved if resolved is None else resolved,
+                          infeasible_of(inputs.root))
     review["figures"] = figures(geometry)
     return review
 
@@ -132,15 +151,21 @@ def compact(review: Mapping[str, Any]) -> dict[str, Any]:
                         for i in review["review_results"] if i["verdict"] == "fail"],
             "violation_score": review.get("violation_score"),
             "source": "island_tools.scene.verify.review_group",
-            "figures": review.get("figures")}
+            "figures": review.get("figures"),
+            "infeasible": (review.get("infeasible") or {}).get("reason")}
 
 
 def _short(reason: str) -> str:
     """An item's reason for a sentence: its first clause, at most REASON_MAX_WORDS words."""
-    text = reason.split(": ")[0] if not reason.startswith("blocked") else reason
-    words = text.replace("'", "").split()
-    if len(words) > REASON_MAX_WORDS:
-        words = words[:REASON_MAX_WORDS - 1] + ["..."]
+    if reason.startswith("infeasible: "):   # the finding is its whole line
+        words = reason.replace("'", "").split()
+        limit = INFEASIBLE_MAX_WORDS
+    else:
+        text = reason.split(": ")[0] if not reason.startswith("blocked") else reason
+        words = text.replace("'", "").split()
+        limit = REASON_MAX_WORDS
+    if len(words) > limit:
+        words = words[:limit - 1] + ["..."]
     return " ".join(words)
 
 

@@ -145,6 +145,14 @@ OBSTACLE_TOL_M = 0.005      # deeper into the fixed context than this is "inside
 BLOCKED_SLOT_COST_PER_M = 1.0e4  # m^2 per metre inside: a blocked slot loses to any free one
 OVERFULL_EDGE_COST_PER_M = 1.0e3  # m^2 per metre of overfull edge: a fitting choice wins
 PATTERN_COUNTS = {"2+2+1": 5, "2+2+1+1": 6}
+HARD_TOL_M = 1.0e-4          # a re-placed target must be this clear of walls and the anchor
+MEMBER_GAP_M = SLOT_GAP_M   # and this far from every other member's footprint (the slot rule)
+CLEARANCE_STEP_M = 0.02      # smaller clearances tried for a blocked slot, down to
+MIN_CLEARANCE_M = 0.0
+RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
+SLIDE_STEP_M = 0.05          # positions along an edge tried for a blocked slot
+MIN_MOVE_M = 1.0e-4          # a move under this and under MIN_TURN_DEG is no move
+MIN_TURN_DEG = 0.01
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -482,6 +490,7 @@ class _Member:
     penetrating: bool
     seat_rel: np.ndarray = field(default_factory=lambda: np.zeros(2))  # seat centre - pivot
     modulus_deg: float = 360.0  # its facing is aligned modulo this turn
+    yaw_now_deg: float = 0.0    # its current yaw (rotation about z), for sticky targets
 
 
 @dataclass(frozen=True)
@@ -560,7 +569,9 @@ class Solver:
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
-        self._last_targets: dict[str, dict[str, _Target]] = {}
+        self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
+        self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
+                            list[dict[str, Any]]] | None = None
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -651,9 +662,11 @@ class Solver:
                 norm = float(np.linalg.norm(f))
                 forward = f / norm if norm > 1e-12 else None
             seat = frames.pivot_in_frame(pose, data.seat_local)[:2]
+            _, rot_now, _ = frames.decompose(pose)
             out[name] = _Member(name, pivot, self._footprint(name, pose) - pivot, forward,
                                 geometry["members"][name]["edge"], name in hot, seat - pivot,
-                                data.modulus_deg)
+                                data.modulus_deg,
+                                math.degrees(math.atan2(rot_now[1, 0], rot_now[0, 0])))
         return out
 
     # ----------------------------------------------------------------- targets
@@ -911,6 +924,222 @@ class Solver:
             out.update(build(anchor.edges[e], ordered, anchor))
         return out
 
+    # ----------------------------------------------------------------- hard constraints
+    def _blocker(self, hull: np.ndarray) -> tuple[float, str | None]:
+        """(depth inside the fixed context, the obstacle it is deepest in)."""
+        if not self._band:
+            return 0.0, None
+        found = obstacle_distances(hull, self._band)
+        if not found:
+            return 0.0, None
+        name = min(found, key=lambda k: (found[k], k))
+        return max(0.0, -found[name]), name
+
+    def _keeps_hard(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
+                    anchor: _Anchor) -> bool:
+        """Clear of the fixed context, the anchor and every other member's footprint."""
+        if self._blocker(hull)[0] > HARD_TOL_M:
+            return False
+        if _distance(hull, anchor.hull) < -HARD_TOL_M:
+            return False
+        return all(_distance(hull, o) >= MEMBER_GAP_M for o in others.values())
+
+    def _alternatives(self, m: _Member, t: _Target, anchor: _Anchor
+                      ) -> list[tuple[float, _Target, dict[str, Any]]]:
+        """Candidate targets keeping the hard constraints for a blocked member, each with
+        its cost (what is given up, weighted) and what it gives up: a smaller clearance on
+        the same line, a turn round a ring, a slide along the edge, another edge."""
+        out: list[tuple[float, _Target, dict[str, Any]]] = []
+        c0 = self.clearance_m
+        cs = [c for c in np.arange(c0 - CLEARANCE_STEP_M, -_EPS, -CLEARANCE_STEP_M)
+              if c >= MIN_CLEARANCE_M - _EPS]
+        if anchor.round or t.edge == "ring":
+            rel = t.centre - anchor.centre
+            base_deg = math.degrees(math.atan2(rel[1], rel[0]))
+            for c in cs:
+                direction = rel / max(float(np.linalg.norm(rel)), 1e-12)
+                r = _solve_offset(t.hull_rel, anchor.centre, direction, anchor.hull, c)
+                out.append((10.0 * (c0 - c), _Target(t.edge, anchor.centre + r * direction,
+                                                     t.yaw_deg, t.hull_rel),
+                            {"constraint": "clearance_m", "from": c0, "to": float(c)}))
+            for step in range(1, int(180 / RING_STEP_DEG) + 1):
+                for sign in (1.0, -1.0):
+                    turn = sign * step * RING_STEP_DEG
+                    a = math.radians(base_deg + turn)
+                    rho = np.array([math.cos(a), math.sin(a)])
+                    yaw = self._yaw_to(m, -rho, anchor)
+                    hull = _rotate(m.hull_rel, yaw)
+                    r = _solve_offset(hull, anchor.centre, rho, anchor.hull, c0)
+                    out.append((abs(turn) / 20.0, _Target("ring", anchor.centre + r * rho,
+                                                          yaw, hull),
+                                {"constraint": "even_ring", "moved_deg": float(turn)}))
+            return out
+        edge = anchor.edges[t.edge]
+        foot = anchor.centre + edge.tangent * float(edge.tangent @ (t.centre - anchor.centre))
+        for c in cs:
+            r = _solve_offset(t.hull_rel, foot, edge.normal, anchor.hull, c)
+            out.append((10.0 * (c0 - c), _Target(t.edge, foot + r * edge.normal, t.yaw_deg,
+                                                 t.hull_rel),
+                        {"constraint": "clearance_m", "from": c0, "to": float(c)}))
+        for e2 in EDGE_ORDER:
+            if e2 not in anchor.edges:
+                continue
+            other = anchor.edges[e2]
+            yaw, hull = self._edge_hull(m, other, anchor)
+            t_now = float(other.tangent @ (t.centre - anchor.centre)) if e2 == t.edge else 0.0
+            reach = other.length / 2.0
+            for along in np.arange(-reach, reach + _EPS, SLIDE_STEP_M):
+                base = anchor.centre + other.tangent * float(along)
+                r = _solve_offset(hull, base, other.normal, anchor.hull, c0)
+                if e2 == t.edge:
+                    cost, what = 5.0 * abs(float(along) - t_now), {
+                        "constraint": "even_spacing", "moved_m": abs(float(along) - t_now)}
+                else:
+                    cost, what = 3.0 + 0.5 * abs(float(along)), {
+                        "constraint": "pattern", "from_edge": t.edge, "to_edge": e2}
+                out.append((cost, _Target(e2, base + r * other.normal, yaw, hull), what))
+        return out
+
+    def _respaced(self, m: _Member, targets: dict[str, _Target], unresolved: set[str],
+                  members: dict[str, _Member], anchor: _Anchor
+                  ) -> list[tuple[float, dict[str, _Target], dict[str, Any]]]:
+        """A blocked member moved to another edge of a rect anchor, that edge's members
+        re-spaced by the slot rule with it (cost 3.5: after a free place on that edge)."""
+        t = targets[m.name]
+        if anchor.round or t.edge not in anchor.edges:
+            return []
+        out: list[tuple[float, dict[str, _Target], dict[str, Any]]] = []
+        for e2 in EDGE_ORDER:
+            if e2 == t.edge or e2 not in anchor.edges:
+                continue
+            edge = anchor.edges[e2]
+            on = [members[n] for n, u in targets.items()
+                  if n != m.name and u.edge == e2 and n not in unresolved]
+            where = {n: float(edge.tangent @ targets[n].centre) for n in (x.name for x in on)}
+            where[m.name] = float(edge.tangent @ m.pivot)
+            ordered = sorted([*on, m], key=lambda x: (where[x.name], x.name))
+            try:
+                new = self._edge_targets(edge, ordered, anchor)
+            except ValueError:
+                continue
+            out.append((3.5, new, {"constraint": "pattern", "from_edge": t.edge, "to_edge": e2,
+                                   "respaced": len(on)}))
+        return out
+
+    def _keep_hard(self, targets: dict[str, _Target], members: dict[str, _Member],
+                   anchor: _Anchor) -> tuple[dict[str, _Target], list[dict[str, Any]]]:
+        """Targets that keep every hard constraint, and what was given up for them.
+
+        A target inside the fixed context (or, after a blocked member was re-placed, on
+        another member) is replaced by the cheapest alternative (``_alternatives``) that is
+        clear of the context, the anchor and every other member's target; a member with
+        none stays where it is (its target is its current pose). Each replacement is
+        recorded: member, the soft constraint given up, by how much, the blocker."""
+        if not self._band:
+            return targets, []
+        out = dict(targets)
+        blocked: dict[str, str] = {}
+        for name in sorted(out):
+            t = out[name]
+            depth, blocker = self._blocker(t.hull_rel + t.centre)
+            if depth > OBSTACLE_TOL_M and blocker is not None:
+                blocked[name] = blocker
+        given_up: list[dict[str, Any]] = []
+        for name, blocker in blocked.items():
+            m = members[name]
+            others = {n: out[n].hull_rel + out[n].centre for n in out
+                      if n != name and n not in blocked}
+            others.update({n: members[n].hull_rel + members[n].pivot
+                           for n in blocked if n != name and n not in
+                           {g["member"] for g in given_up}})
+            others.update({g["member"]: out[g["member"]].hull_rel + out[g["member"]].centre
+                           for g in given_up})
+            gap = obstacle_distances(anchor.hull, self._band).get(blocker)
+            gap = None if gap is None else max(0.0, gap)   # touching reads 0.00, not -0.00
+            entry: dict[str, Any] = {"member": name, "blocker": blocker,
+                                     "blocker_gap_m": None if gap is None else round(gap, 3),
+                                     "edge": out[name].edge}
+            options: list[tuple[float, dict[str, _Target], dict[str, Any]]] = [
+                (cost, {name: cand}, what)
+                for cost, cand, what in self._alternatives(m, out[name], anchor)]
+            options += self._respaced(m, out, set(blocked) - {g["member"] for g in given_up},
+                                      members, anchor)
+
+            def fits(cands: dict[str, _Target], others: dict[str, np.ndarray] = others
+                     ) -> bool:
+                for n, c in cands.items():
+                    rest = {o: h for o, h in others.items() if o not in cands}
+                    rest.update({o: d.hull_rel + d.centre for o, d in cands.items() if o != n})
+                    if not self._keeps_hard(c.hull_rel + c.centre, rest, anchor):
+                        return False
+                return True
+
+            for _, cands, what in sorted(options, key=lambda x: x[0]):
+                if fits(cands):
+                    out.update(cands)
+                    entry.update(what)
+                    break
+            else:
+                out[name] = _Target(m.edge, m.pivot.copy(), 0.0, m.hull_rel)
+                entry.update({"constraint": "placement", "kept": "scene pose"})
+            given_up.append(entry)
+        return out, given_up
+
+    def _sticky_targets(self, members: dict[str, _Member], anchor: _Anchor
+                        ) -> tuple[dict[str, _Target], list[dict[str, Any]]] | None:
+        """The last infeasible plan (absolute centres and yaws) in the current state, while
+        it still keeps every hard constraint: a plan that had to give something up is not
+        re-derived from each state (the assignment would swap which member gives way)."""
+        if self._sticky is None or set(self._sticky[0]) != set(members):
+            return None
+        out = {}
+        for n, (centre, yaw_abs, edge) in self._sticky[0].items():
+            m = members[n]
+            turn = (yaw_abs - m.yaw_now_deg + 180.0) % 360.0 - 180.0
+            out[n] = _Target(edge, centre, turn, _rotate(m.hull_rel, turn))
+        for n, t in out.items():
+            others = {o: u.hull_rel + u.centre for o, u in out.items() if o != n}
+            if not (self._blocker(t.hull_rel + t.centre)[0] <= OBSTACLE_TOL_M
+                    and self._keeps_hard(t.hull_rel + t.centre, others, anchor)) and (
+                    float(np.linalg.norm(t.centre - members[n].pivot)) > POSITION_TOL_M):
+                return None
+        return out, self._sticky[1]
+
+    def infeasible_reason(self, given_up: list[dict[str, Any]]) -> str:
+        """One line a person understands: what blocks, what was given up, by how much."""
+        if not given_up:
+            return ""
+        spec = self.spec
+        k = len(self.member_ids)
+        first = given_up[0]
+        where = ("the anchor" if first.get("edge") in (None, "ring")
+                 else f"the anchor's {first['edge']} edge")
+        gap = first.get("blocker_gap_m")
+        head = (f"{first['blocker']} is {gap:.2f} m from {where}" if gap is not None
+                else f"{first['blocker']} blocks {where}")
+        if spec["pattern"] == "ring":
+            soft = f"an even ring of {k} does not fit"
+        else:
+            soft = (f"pattern {spec['pattern']} at {self.clearance_m:g} m clearance "
+                    f"does not fit")
+        parts = []
+        for g in given_up:
+            c = g["constraint"]
+            if c == "even_ring":
+                parts.append(f"{g['member']} moved {abs(g['moved_deg']):.0f} deg")
+            elif c == "clearance_m":
+                parts.append(f"{g['member']} at clearance {g['to']:.2f} m "
+                             f"(not {g['from']:g})")
+            elif c == "even_spacing":
+                parts.append(f"{g['member']} slid {g['moved_m']:.2f} m along {g['edge']}")
+            elif c == "pattern":
+                parts.append(f"{g['member']} moved from {g['from_edge']} to {g['to_edge']}")
+            else:
+                parts.append(f"{g['member']} kept where the scene had it (no free place)")
+        kept = k - len(given_up)
+        on = "the ring" if spec["pattern"] == "ring" else "their slots"
+        return f"{head}: {soft}; {kept} kept on {on}, " + ", ".join(parts)
+
     # ----------------------------------------------------------------- moves
     def _path(self, m: _Member, target: _Target, anchor: _Anchor, margin: float
               ) -> list[np.ndarray]:
@@ -1001,8 +1230,8 @@ class Solver:
             if end is None:
                 continue
             move = _Move(end[0], by_name[n].target.yaw_deg, end[1])
-            if (float(np.linalg.norm(move.point - members[n].pivot)) > 1e-7
-                    or abs(move.yaw_deg) > 1e-6):   # a backed-off move may have nothing left
+            if (float(np.abs(move.point - members[n].pivot).max()) >= MIN_MOVE_M
+                    or abs(move.yaw_deg) >= MIN_TURN_DEG):   # nothing left: no move
                 out[n] = move
         return out
 
@@ -1068,10 +1297,20 @@ class Solver:
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
         key = self._state_key(poses, geometry)
-        targets = self._last_targets.get(key)
-        if targets is None:   # quiet iterations repeat the last state: its targets stand
-            targets = self._targets(members, anchor)
-            self._last_targets = {key: targets}
+        cached = self._last_targets.get(key)
+        if cached is None:   # quiet iterations repeat the last state: its targets stand
+            cached = self._sticky_targets(members, anchor)
+            if cached is None:
+                cached = self._keep_hard(self._targets(members, anchor), members, anchor)
+                if cached[1]:   # an infeasible plan is kept: re-planning each state churns
+                    self._sticky = ({n: (t.centre.copy(), members[n].yaw_now_deg + t.yaw_deg,
+                                         t.edge) for n, t in cached[0].items()}, cached[1])
+                else:
+                    self._sticky = None
+            self._last_targets = {key: cached}
+        targets, given_up = cached
+        infeasible = self.infeasible_reason(given_up)
+        tail = f" Infeasible: {infeasible}." if infeasible else ""
         depth = max(float(np.ptp(t.hull_rel, axis=0).max()) for t in targets.values())
         lane = self.clearance_m + depth + SLOT_GAP_M
         plans = [self._plan(members[name], targets[name], anchor, lane)
@@ -1080,7 +1319,8 @@ class Solver:
         if not needed and n > 1:
             return {"members": {}, "converged": True,
                     "reason_summary": "every member is at its slot, facing and clearance "
-                                      "target; nothing to move"}
+                                      "target; nothing to move." + tail,
+                    "given_up": given_up}
         worst = needed[0] if needed else None
         cap, note = phase.cap_m, phase.label
         beyond_cap = worst is not None and (
@@ -1104,20 +1344,24 @@ class Solver:
             if n > 1 and fits_later:
                 return {"members": {}, "converged": False,
                         "reason_summary": f"{len(needed)} member(s) need small corrections; "
-                                          "they wait for the member phase (iter 4)"}
+                                          "they wait for the member phase (iter 4)." + tail,
+                        "given_up": given_up}
             moves = self._nudges(moves, members, anchor, phase.min_members)
         reassigned = [p.name for p in needed if p.name in moves and p.target.edge != p.member.edge]
         return {"members": {name: self._delta(members[name], mv)
                             for name, mv in sorted(moves.items())},
                 "converged": False,
                 "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
-                                                reassigned)}
+                                                reassigned) + tail,
+                "given_up": given_up}
 
     @staticmethod
     def _delta(m: _Member, move: _Move) -> dict[str, Any]:
-        d = move.point - m.pivot
+        d = move.point - m.pivot   # components that cannot change a verdict are written 0
+        d = np.where(np.abs(d) < MIN_MOVE_M, 0.0, d)
         return {"delta_xyz": [float(d[0]), float(d[1]), 0.0],
-                "delta_yaw_deg": float(move.yaw_deg) if abs(move.yaw_deg) > 1e-6 else 0.0}
+                "delta_yaw_deg": (float(move.yaw_deg) if abs(move.yaw_deg) >= MIN_TURN_DEG
+                                  else 0.0)}
 
     def _summary(self, note: str, real: int, nudges: int, needed: int,
                  reassigned: list[str]) -> str:

@@ -53,6 +53,14 @@ manifests (rotated with the pose and any baked yaw) and checks:
 A case passes when every check passes and the loop converged within 20 iterations with
 every decision accepted by the adapter.
 
+Infeasible rooms (third table, issue 25; ``scripts/_quality_infeasible.py``, skipped with
+``--pattern``/``--case``): round tables with 4-6 chairs 0-0.10 m from a wall, a 2+2+1+1 with
+a wall 0.20/0.35 m off an end or a long side, a column in a slot, a neighbour group's table
+and chair at an end, and the same rooms with room to spare; the solver runs with the fixed
+context, and shapely footprints of the posed vertices count the hard violations (a member in
+a wall, column, neighbour unit, the anchor or another member) before and after (target 0
+after); feasible rooms must pass, infeasible ones fail with the finding's reason line.
+
 One verdict (second table, issue 24): on each case's final state, the loop's verdict (what
 ``adapter.run_group`` records: ``review.review_island`` of the loop's geometry) against the
 scene pipeline's (``scene.verify.review_group`` on geometry recomputed from the final poses
@@ -563,10 +571,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"FAIL {r['pattern']} seed {r['seed']} [{','.join(r['tags'])}]: "
                      + "; ".join(r["failures"][:3]))
     main_table = {"title": "solver vs independent judge", "columns": columns, "rows": rows}
-    return {"columns": columns, "rows": rows, "tables": [main_table, one], "notes": notes,
+    tables = [main_table, one]
+    infeasible: list[dict[str, Any]] = []
+    if not (getattr(args, "pattern", None) or getattr(args, "case", None)):
+        infeasible = infeasible_results(workers)
+        tables.append(infeasible_table(infeasible))
+        bad = [r for r in infeasible if not r["ok"]]
+        notes.append(f"infeasible rooms (issue 25, scripts/_quality_infeasible.py): "
+                     f"{len(infeasible) - len(bad)}/{len(infeasible)} as expected (no hard "
+                     "violation after, judged with shapely on the posed vertices; feasible "
+                     "rooms pass, infeasible ones fail with the reason line); hard "
+                     f"violations after: {sum(r['violations_after'] for r in infeasible)}")
+        for r in bad:
+            notes.append(f"INFEASIBLE-CASE {r['case']}: verdict {r['verdict']}, "
+                         f"after {r['after'][:3]}")
+    return {"columns": columns, "rows": rows, "tables": tables, "notes": notes,
             "data": {"wall_seconds": round(wall, 2), "cases": results,
+                     "infeasible": infeasible,
                      "one_verdict": {"agree": agree, "cases": len(results),
                                      "old_quality_disagree": len(old_wrong)}}}
+
+
+def infeasible_results(workers: int) -> list[dict[str, Any]]:
+    """Every room of ``_quality_infeasible.CASES`` (walls, columns, a neighbour group)."""
+    from _quality_infeasible import CASES
+    from _quality_infeasible import run as run_room
+
+    names = list(CASES)
+    if workers == 1:
+        return [run_room(n) for n in names]
+    import multiprocessing
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        return list(ex.map(run_room, names, chunksize=1))
+
+
+def infeasible_table(results: list[dict[str, Any]]) -> dict[str, Any]:
+    columns = ["room", "expected", "hard viol. before", "hard viol. after", "verdict",
+               "given up", "iters", "reason"]
+    rows = [[r["case"], "pass" if r["feasible"] else "fail+reason", r["violations_before"],
+             r["violations_after"], r["verdict"], r["given_up"], r["iters"],
+             r["reason"] or "-"] for r in results]
+    return {"title": "infeasible rooms: hard constraints kept, the finding named",
+            "columns": columns, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from ..geometry import GeometryContext
 from ..jsonio import read_object
 from ..obstacles import load as load_context
 from ..obstacles import to_frame
+from ..review import infeasible_of
 from .paths import ScenePaths
 from .relation_graph import RelationGraph
 from .verify import geometry_summary, review_group
@@ -45,7 +46,8 @@ def _figures(geometry: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str
             "reviews": {k: review["summary"][k] for k in ("pass", "fail", "uncertain", "total")},
             "verdict": review["summary"]["verdict"],
             "not_measured": review["summary"]["not_measured"],
-            "violation_score": review["violation_score"]}
+            "violation_score": review["violation_score"],
+            "infeasible": (review.get("infeasible") or {}).get("reason")}
 
 
 def _moved(context: Mapping[str, tuple[np.ndarray, np.ndarray]], objects: Mapping[str, Any],
@@ -142,7 +144,9 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
                                  if column == "after" else near, near, m_inv)
             context = GeometryContext(group_meshes, g.anchor, axes, obstacles or None)
             geometry = context.compute({n: m_inv @ world[n] for n in g.objects}, spec, 0)
-            review = review_group(g.id, geometry, spec, axes, g.members, resolved)
+            # after: the solver's infeasible finding for this group (None when none)
+            review = review_group(g.id, geometry, spec, axes, g.members, resolved,
+                                  infeasible_of(gp.root) if column == "after" else None)
             figures = _figures(geometry, review)
             entry[column] = figures
             columns[column].append((geometry, review, figures))

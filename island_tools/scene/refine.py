@@ -263,13 +263,20 @@ def score_gate(ctx: StageContext, gid: str, k: int, accepted: int, record: dict[
     new_poses = {n: frames.as_matrix(e["matrix_4x4"]) for n, e in state_doc["poses"].items()}
     prev_poses = load_poses(gp.round(accepted) / "poses.json")
     geo, spec, _, _ = geometry_context(ctx, gid)
-    before = verify.violation_score(geo.compute(prev_poses, spec, 0), spec)
-    after = verify.violation_score(geo.compute(new_poses, spec, final), spec)
+    geo_before, geo_after = geo.compute(prev_poses, spec, 0), geo.compute(new_poses, spec, final)
+    before = verify.violation_score(geo_before, spec)
+    after = verify.violation_score(geo_after, spec)
     g = ctx.scene_state.group(gid)
     if k == 1:
         g["baseline_score"] = before
-    improved = before - after >= opts.min_delta
-    record.update(score_before=before, score_after=after, min_delta=opts.min_delta)
+    # hard constraints first (issue 25): a round that takes a member out of a wall, a unit
+    # or another member is kept even when the soft score rises (an infeasible spec), and
+    # one that puts a member into one is never kept for a better soft score
+    hard_before, hard_after = verify.hard_violations(geo_before), verify.hard_violations(geo_after)
+    improved = (hard_after < hard_before
+                or (hard_after == hard_before and before - after >= opts.min_delta))
+    record.update(score_before=before, score_after=after, min_delta=opts.min_delta,
+                  hard_before=hard_before, hard_after=hard_after)
     if improved:
         record["decision"] = "accept"
         write_round(ctx, gid, k, record, island=True, poses=new_poses)

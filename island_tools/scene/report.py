@@ -115,6 +115,11 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
                 *refused]
     if unmeasured:
         out += ["", "NOT MEASURED (these groups are uncertain, not passing)", *unmeasured]
+    infeasible = [f"  {gid}: {g['after']['infeasible']}" for gid, g in metrics["groups"].items()
+                  if g["after"].get("infeasible")]
+    if infeasible:
+        out += ["", "INFEASIBLE (the spec cannot be met keeping walls, units and members "
+                "apart; these groups fail)", *infeasible]
     seconds = metrics.get("stage_seconds_total") or {}
     if seconds:
         out += ["", "WALL TIME PER STAGE (s, all runs)",

@@ -49,6 +49,7 @@ FAMILIES = {
     "clearance": "layout_repair",
     "spacing": "layout_repair",
     "pattern": "count_repair",
+    "infeasible": "spec_repair",
 }
 
 
@@ -87,11 +88,16 @@ def too_far_tolerance(spacing: str) -> float | None:
 
 def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str, Any],
                  forward_axes: Mapping[str, Any], expected_members: Iterable[str],
-                 resolved: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                 resolved: Mapping[str, Mapping[str, Any]] | None = None,
+                 infeasible: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``verification.json`` body (without run bookkeeping) for one group.
 
     ``resolved``: unknown id -> its recorded resolution; a resolved unknown turns the check
     it blocked into "does not apply" instead of asking again.
+    ``infeasible``: the solver's finding that the spec cannot be met without breaking a
+    hard constraint (``{"reason": one line, "given_up": [...]}``, ``simple_refiner/
+    infeasible.json``); with a reason it is the first item, ``group_infeasible``, a
+    ``fail``, and the output's ``infeasible`` key carries it (None otherwise).
     """
     resolved = dict(resolved or {})
     measured = geometry.get("members", {})
@@ -223,8 +229,16 @@ def review_group(gid: str, geometry: Mapping[str, Any], target_spec: Mapping[str
         items.append(_spacing_item(gid, group, measured, spacing_rule,
                                    str(target_spec.get("pattern", ""))))
 
+    finding = None
+    if infeasible and infeasible.get("reason"):
+        finding = {"reason": str(infeasible["reason"]),
+                   "given_up": [dict(g) for g in infeasible.get("given_up") or []]}
+        items.insert(0, _item("group_infeasible", "fail", f"infeasible: {finding['reason']}",
+                              "group", gid, gid, FAMILIES["infeasible"],
+                              evidence={"given_up": finding["given_up"]}))
     counts = {v: sum(1 for i in items if i["verdict"] == v) for v in ("pass", "fail", "uncertain")}
     return {"group_id": gid, "review_results": items, "new_unknowns": unknowns,
+            "infeasible": finding,
             "summary": {**counts, "total": len(items),
                         "pass_rate": round(counts["pass"] / len(items), 6) if items else 1.0,
                         "all_pass": counts["pass"] == len(items),
@@ -427,6 +441,14 @@ def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any
                                      f"{SPACING_TOL_M} m)", "constraint", gid, gid,
                  FAMILIES["spacing"], confidence=margin_confidence(value, SPACING_TOL_M),
                  evidence=ev)
+
+
+def hard_violations(geometry: Mapping[str, Any]) -> int:
+    """How many hard constraints a state breaks: penetrating pairs (members, the anchor)
+    plus members inside the fixed context (walls, other groups' units, bystanders)."""
+    group = geometry.get("group", {})
+    return int(group.get("penetration_pairs") or 0) + int(group.get("obstacle_penetrations")
+                                                          or 0)
 
 
 def violation_score(geometry: Mapping[str, Any], target_spec: Mapping[str, Any]) -> float:

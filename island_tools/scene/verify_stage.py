@@ -15,6 +15,7 @@ from .. import atomic, meshcache
 from ..geometry import GeometryContext
 from ..jsonio import read_object
 from ..obstacles import load as load_context
+from ..review import infeasible_of
 from ..schemas import load_metadata, load_target_spec, parse_target_spec
 from . import verify
 from .context import StageContext
@@ -48,7 +49,8 @@ def verify_group(ctx: StageContext, gid: str, k: int, accepted: int) -> dict[str
     geometry = geo.compute(poses, spec, k)
     resolved = {u["id"]: u["resolution"] for u in g["unknowns"]
                 if u["status"] == "resolved"}
-    review = verify.review_group(gid, geometry, spec, axes, members, resolved)
+    review = verify.review_group(gid, geometry, spec, axes, members, resolved,
+                                 infeasible_of(gp.root))
     doc = {"group_id": gid, "round": k, "accepted_round": accepted,
            "source": "island_tools.scene.verify", "run_id": ctx.run_id,
            "generated_utc": utc_now(), "target_spec": spec,

@@ -606,13 +606,36 @@ def build_walls_and_neighbours(out: Path) -> None:
     sc.save(out)
 
 
+def build_infeasible_wall(out: Path) -> None:
+    """Issue 25: a dining table with six chairs as 2+2+1+1 at 0.10 m clearance, its west end
+    0.35 m from a wall (no chair fits there at any clearance): the end chair starts where
+    the spec puts it, inside the wall. Not in REFINE_VARIANTS (tests/
+    test_hard_constraints_scene.py builds and judges it alone)."""
+    sc = Scene("infeasible_wall")
+    table = sc.import_glb(TABLE, "dining.table")
+    rigid_world(table, 0.0, 0.0, 0.0, 1.0)
+    sc.group("dining", "dining.table", TABLE, {"pattern": "2+2+1+1", "clearance_m": 0.1})
+    _, (x0, x1, y0, y1) = sc.frame_of("dining.table")
+    seats = [("-y", -0.45), ("-y", 0.45), ("+y", -0.45), ("+y", 0.45), ("+x", 0.0),
+             ("-x", 0.0)]
+    for i, (edge, t) in enumerate(seats, 1):
+        name = f"dining.chair_{i}"
+        sc.import_glb(CHAIR, name)
+        sc.member("dining", name, CHAIR)
+        sc.place(name, "dining.table", edge, t, 0.10, 0.0)
+    sc.box("wall_west", (0.12, 5.0, 2.6), (x0 - 0.35 - 0.06, 0.0, 1.3))
+    sc.box("floor", (12.0, 12.0, 0.02), (0.0, 0.0, -0.01))
+    sc.save(out)
+
+
 BUILDERS = {"gltf_hierarchy": build_gltf_hierarchy, "empty_roots": build_empty_roots,
             "hide_viewport_root": build_hide_viewport_root,
             "hide_viewport_anchor": build_hide_viewport_anchor,
             "collection_instances": build_collection_instances,
             "modifier_anchor": build_modifier_anchor, "centimetres": build_centimetres,
             "room_parent": build_room_parent,
-            "walls_and_neighbours": build_walls_and_neighbours}
+            "walls_and_neighbours": build_walls_and_neighbours,
+            "infeasible_wall": build_infeasible_wall}
 
 
 def main(argv: list[str]) -> int:
