@@ -115,8 +115,9 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
                 *refused]
     if unmeasured:
         out += ["", "NOT MEASURED (these groups are uncertain, not passing)", *unmeasured]
+    # a refused group has no "after" (it was never refined)
     infeasible = [f"  {gid}: {g['after']['infeasible']}" for gid, g in metrics["groups"].items()
-                  if g["after"].get("infeasible")]
+                  if (g.get("after") or {}).get("infeasible")]
     if infeasible:
         out += ["", "INFEASIBLE (the spec cannot be met keeping walls, units and members "
                 "apart; these groups fail)", *infeasible]
