@@ -51,12 +51,18 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from island_tools.errors import ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError
+from island_tools.errors import IslandError, UsageError, WorkerError
 
+from .daemon_common import (  # noqa: F401 - raise_result_error is the add-on's too
+    DaemonDirError,
+    _child_env,
+    raise_result_error,
+    warn_once,
+)
 from .lifetime import die_with_parent
 
 if TYPE_CHECKING:
-    from .daemon import DaemonOptions
+    from .daemon_common import DaemonOptions
 
 ENTRY = Path(__file__).resolve().with_name("entry.py")
 EMBEDDED_VALUES = ("bpy", "embedded")
@@ -241,40 +247,6 @@ def _last_meaningful(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def raise_result_error(err: Mapping) -> None:
-    name = str(err.get("type", "IslandError"))
-    message = str(err.get("message", "worker failed"))
-    cls = ERROR_CLASSES.get(name)
-    if cls is None:
-        exc = IslandError(f"{name}: {message}" if name != "InternalError" else message)
-        exc.exit_code = int(err.get("exit_code", EXIT_INTERNAL) or EXIT_INTERNAL)
-        raise exc
-    exc = cls(message)
-    raise exc
-
-
-def _child_env(backend: Backend) -> dict[str, str]:
-    env = dict(os.environ)
-    # The binary must use its own Python and numpy, never this interpreter's packages.
-    for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
-        env.pop(key, None)
-    env["PYTHONNOUSERSITE"] = "1"
-    # The bpy 5.2 module setenv()s OCIO to its own colour config (OCIO v2.5) when imported;
-    # every process started from one that imported it inherits that, and an older binary's
-    # OpenColorIO aborts on it (Debian's 3.4: "minor version 5 is not supported"). A binary
-    # uses its own config; an OCIO the user set (pointing elsewhere) is kept.
-    if _is_bpy_module_ocio(env.get("OCIO", "")):
-        env.pop("OCIO")
-    env.update(backend.extra_env)
-    return env
-
-
-def _is_bpy_module_ocio(value: str) -> bool:
-    parts = Path(value).parts if value else ()
-    return ("bpy" in parts and "colormanagement" in parts
-            and any(p in ("site-packages", "dist-packages") for p in parts))
-
-
 def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mapping
          ) -> subprocess.CompletedProcess:
     """Run Blender in its own process group; on timeout the whole group is killed. It also
@@ -382,7 +354,6 @@ def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
     """Run one worker job on ``backend``: on its warm worker when ``daemon`` is given, else
     in-process for embedded and as a subprocess for a binary."""
     if daemon is not None:
-        from .daemon_client import DaemonDirError, warn_once
         from .daemon_client import run_job as run_on_daemon
         try:
             return run_on_daemon(job, backend, daemon, timeout=timeout)
