@@ -268,6 +268,15 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
         if extra:
             raise bad(f"{where}.{sorted(extra)[0]}", "unknown key in a member delta",
                       "only delta_xyz and delta_yaw_deg are allowed")
+        # The contract requires both keys; a newcomer's pure turn leaves delta_xyz out.
+        if "delta_xyz" not in delta:
+            raise bad(f"{where}.delta_xyz", "delta_xyz is required in every member entry, "
+                                            "[0,0,0] for a pure turn",
+                      'add "delta_xyz": [0.0, 0.0, 0.0]')
+        if "delta_yaw_deg" not in delta:
+            raise bad(f"{where}.delta_yaw_deg", "delta_yaw_deg is required in every member "
+                                                "entry, 0 for a pure move",
+                      'add "delta_yaw_deg": 0.0')
         xyz = delta.get("delta_xyz")
         if (not isinstance(xyz, list) or len(xyz) != 3
                 or not all(_is_number(v) for v in xyz)):
@@ -293,12 +302,15 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
     if reason is not None and not isinstance(reason, str):
         raise bad("reason_summary", "must be a string")
     meta = doc.get("_island_meta")
+    filled = ("agent.py write fills it: " + ", ".join(ISLAND_META_FIELDS))
+    meta_fix = ("write the decision with scripts/agent.py write, or add the block by hand "
+                "(docs/examples/transforms.json)")
     if not isinstance(meta, dict):
-        raise bad("_island_meta", "required audit block is missing",
-                  "add _island_meta with " + ", ".join(ISLAND_META_FIELDS))
+        raise bad("_island_meta", f"_island_meta is required ({filled})", meta_fix)
     for key in ISLAND_META_FIELDS:
         if key not in meta:
-            raise bad(f"_island_meta.{key}", "required field is missing")
+            raise bad(f"_island_meta.{key}", f"required field is missing (_island_meta "
+                                             f"needs all six fields; {filled})", meta_fix)
     for key in ("model", "generated_by"):
         if not isinstance(meta[key], str) or not meta[key].strip():
             raise bad(f"_island_meta.{key}", "must be a non-empty string")
