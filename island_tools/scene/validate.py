@@ -219,7 +219,8 @@ def preflight(ctx: StageContext) -> Prepared:
     Writes nothing (the scene is read through the worker into a temporary directory
     outside the scene directory).
     """
-    graph = load_relation_graph(ctx.paths.relation_graph)
+    # member counts once the scene has said whether every named object exists (measure)
+    graph = load_relation_graph(ctx.paths.relation_graph, check_counts=False)
     if not ctx.paths.scene_blend.is_file():
         raise GroupInputError("input scene is missing", file=str(ctx.paths.scene_blend),
                               fix=f"put the planned scene at <scene_dir>/{SCENE_BLEND}")
@@ -240,7 +241,8 @@ def preflight(ctx: StageContext) -> Prepared:
     prep = Prepared(graph, scene_sha, state)
     if ctx.options.restart or not validation_gate(ctx, graph, scene_sha):
         measure(ctx, prep)
-    else:   # validated before: the refusals are the artifact's
+    else:   # validated before (every name was in the scene): the refusals are the artifact's
+        graph.check_member_counts()
         prep.refused = dict(island_groups(ctx).get("groups_refused") or {})
         if prep.refused and ctx.options.strict:
             first = next(iter(prep.refused.values()))
