@@ -6,9 +6,9 @@ and convention (bed, desk, tv_stand, sofa): yaw errors (incl. 90 and 180 deg), p
 bunching, far members, rotated-mesh members (a random yaw baked into the vertices) and
 corner-origin assets; case ``(pattern, seed)`` is ``_quality_cases.make_case(pattern, seed)``.
 Each runs ``_quality_cases.run_loop``, pure Python without Blender: ``Solver.decide`` -> the
-adapter's ``schemas.parse_transforms`` + ``adapter.check_policy`` (a rejected decision fails
+adapter's ``schemas.parse_transforms`` + ``policy.check_policy`` (a rejected decision fails
 the case) -> ``frames.apply_member_delta`` -> ``GeometryContext.compute``, stopping on
-``converged`` from ``adapter.MIN_ITER`` on, at most 20 iterations. That is exactly what the
+``converged`` from ``policy.MIN_ITER`` on, at most 20 iterations. That is exactly what the
 Blender loop (``adapter.run_group``) does minus rendering: the poses that loop reads back from
 the saved .blend equal these to float32. ``--quick`` runs ``QUICK_CASES`` per pattern (the
 first ones of the full run). Cases run in ``os.cpu_count()`` processes (about 3 minutes on

@@ -116,8 +116,8 @@ def _posed(v: np.ndarray, pose: np.ndarray) -> np.ndarray:
 
 def run(name: str) -> dict[str, Any]:
     from island_tools import frames
-    from island_tools.adapter import MIN_ITER
     from island_tools.geometry import GeometryContext
+    from island_tools.policy import MIN_ITER
     from island_tools.scene.verify import review_group
     from island_tools.solver import Solver
 
