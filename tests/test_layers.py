@@ -113,3 +113,17 @@ def test_the_magnitude_policy_has_one_source() -> None:
     tables = [t for d in ("island_tools", "worker", "blender_addon", "scripts", "tests")
               for path in sorted((REPO / d).rglob("*.py")) for t in _phase_tables(path)]
     assert tables == ["island_tools/policy.py::phase_for"], tables
+
+
+def test_scripts_holds_the_commands_and_benchmarks_the_sections() -> None:
+    """Issue 27: ``scripts/`` shows what a user runs; the bench's sections and the quality
+    cases are a package of their own, and every section ``scripts/bench.py`` names is there."""
+    internals = sorted(p.name for p in (REPO / "scripts").glob("_*.py")
+                       if p.name.startswith(("_bench_", "_quality_")))
+    assert internals == [], internals
+    tree = ast.parse((REPO / "scripts/bench.py").read_text(encoding="utf-8"))
+    sections = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", None) == "SECTIONS" for t in node.targets))
+    missing = [s for s in sections if not (REPO / "scripts/benchmarks" / f"{s}.py").is_file()]
+    assert sections and missing == [], missing

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TITLE = "step: one iter_step.py call vs three Blender launches (issue 2)"
 FIXTURE = ("long_table_6", "turned_90")
 MOVE = {"chair_1": {"delta_xyz": [0.2, 0.0, 0.0], "delta_yaw_deg": 15.0},

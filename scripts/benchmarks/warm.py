@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _bench_step import (
+from .step import (
     REPO,
     ThreeLaunches,
     binary_or_none,

@@ -234,7 +234,7 @@ class Case:
                 "members": [m.rel + (f"@{m.baked_yaw_deg:.0f}deg" if m.baked_yaw_deg else "")
                             for m in self.members],
                 "spec": self.spec,
-                "repro": f"_quality_cases.make_case({self.pattern!r}, {self.seed})"}
+                "repro": f"quality_cases.make_case({self.pattern!r}, {self.seed})"}
 
 
 class _Placer:
