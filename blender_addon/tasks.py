@@ -425,7 +425,7 @@ def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[
     deltas from ``iter_(N-1)`` to the poses of the loaded objects. Validated as any
     transforms.json; ``_island_meta.model`` is ``artist``."""
     from island_tools import atomic
-    from island_tools.greedy_agent import transforms_doc
+    from island_tools.adapter import transforms_doc
     from island_tools.iteration import sha256_file
     from island_tools.schemas import load_metadata, parse_transforms
 

@@ -9,24 +9,10 @@ and the driver of the contract's refinement loop.
        ``schemas.parse_transforms`` (anchor not in members, no ``groups``/``objects``/
        ``deletes``, known members, finite numbers, ``delta_xyz`` three numbers, iter_1
        non-empty), and
-    2. the magnitude policy of iteration N's phase (``phase_for``), counting members with a
-       non-zero delta:
-
-       =========  =========  ==================================  =================  =====
-       phase      iters      members per iteration               max abs delta_xyz  yaw
-       =========  =========  ==================================  =================  =====
-       pattern    1-3        >= 3 (all of them if fewer than 3)  1.0 m per axis     free
-       member     4-10       1-3                                 0.3 m per axis     free
-       micro      11+        exactly 1                           0.05 m per axis    free
-       exception  any        exactly 1, penetrating in N-1       2.0 m per axis     free
-       =========  =========  ==================================  =================  =====
-
-       The exception (the contract's "+-1.0+ m" row, capped here at ``EXCEPTION_CAP_M`` =
-       2.0 m: enough to pull a chair out from under the widest fixture table and round it to
-       the far side, small enough that a typo of metres for centimetres is still refused)
-       applies to a decision that moves exactly one member which ``iter_(N-1)/geometry.json``
-       shows penetrating: a listed mesh penetration (> 5 mm) or ``clearance_m`` < -0.005.
-       An empty decision is allowed from iteration 2 on (the loop counts empties).
+    2. the magnitude policy of iteration N's phase (``policy.check_policy``: the contract's
+       table of members per iteration and per-axis caps, ``policy.phase_for``, and its
+       penetration exception). An empty decision is allowed from iteration 2 on (the loop
+       counts empties).
 
     ``_island_meta`` is filled truthfully: ``model`` and ``generated_by`` name whoever
     decided (``solver`` / ``island_tools.solver``, or the external command);
@@ -74,6 +60,9 @@ and the driver of the contract's refinement loop.
 Exit codes (``RunReport.exit_code``): 0 ok; 3 decision rejected; 4 sanity (iter_step);
 9 agent command failed (timeout, crash, junk output); 2/5/6/7/8 as iter_step/init_iter0;
 1 internal error (the traceback is kept in run.json).
+
+``MIN_ITER``, ``EMPTY_STOP``, ``Phase`` and ``phase_for`` are ``policy``'s (the contract's
+numbers, which the solver shares); the loop, the MCP server and the add-on read them here.
 """
 from __future__ import annotations
 
@@ -109,13 +98,10 @@ from .iteration import (
     utc_now,
 )
 from .jsonio import loads_strict, read_object
-from .schemas import FORBIDDEN_TRANSFORM_KEYS, Transforms, parse_transforms
+from .policy import EMPTY_STOP, MIN_ITER, Phase, Verdict, check_policy, phase_for
+from .schemas import FORBIDDEN_TRANSFORM_KEYS, parse_transforms
 
-MIN_ITER = 5
 DEFAULT_MAX_ITER = 20
-EMPTY_STOP = 3
-EXCEPTION_CAP_M = 2.0
-PENETRATION_CLEARANCE_M = -0.005
 DEFAULT_TIMEOUT_S = 120.0
 DECISION_KEYS = ("members", "converged", "reason_summary", "final")
 REPORT_MAX_WORDS = 80
@@ -126,101 +112,6 @@ MAX_AGENT_OUTPUT_BYTES = 4 << 20   # per stream: a decision is a few kB
 EXIT_GRACE_S = 0.5                 # pipes drained this long after the command exits
 
 Progress = Callable[[str], None]
-
-
-# --------------------------------------------------------------------------- policy
-@dataclass(frozen=True)
-class Phase:
-    name: str                   # "pattern" | "member" | "micro"
-    iters: str                  # "1-3" | "4-10" | "11+"
-    cap_m: float                # max |delta_xyz| component
-    min_members: int            # members with a non-zero delta, when any moves
-    max_members: int | None     # None: no upper bound
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} phase (iter {self.iters})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "iters": self.iters, "max_abs_delta_xyz_m": self.cap_m,
-                "members_min": self.min_members, "members_max": self.max_members,
-                "max_abs_delta_yaw_deg": None,
-                "exception": {"members": 1, "max_abs_delta_xyz_m": EXCEPTION_CAP_M,
-                              "only_for": "a member that iter_(N-1)/geometry.json shows "
-                                          "penetrating (a listed penetration > 5 mm, or "
-                                          f"clearance_m < {PENETRATION_CLEARANCE_M})"}}
-
-
-def phase_for(n: int, group_size: int) -> Phase:
-    """The magnitude policy of iteration ``n`` for a group of ``group_size`` members."""
-    if n <= 3:
-        return Phase("pattern", "1-3", 1.0, min(3, group_size), None)
-    if n <= 10:
-        return Phase("member", "4-10", 0.3, 1, 3)
-    return Phase("micro", "11+", 0.05, 1, 1)
-
-
-def penetrating_members(geometry: Mapping[str, Any]) -> set[str]:
-    """Members geometry.json shows penetrating (the exception's precondition)."""
-    out = set()
-    for name, m in (geometry.get("members") or {}).items():
-        clearance = m.get("clearance_m")
-        if m.get("penetrations") or (clearance is not None
-                                     and clearance < PENETRATION_CLEARANCE_M):
-            out.add(name)
-    return out
-
-
-@dataclass(frozen=True)
-class Verdict:
-    phase: Phase
-    moved: tuple[str, ...]
-    exception: bool
-
-
-def check_policy(transforms: Transforms, n: int, group_size: int,
-                 prev_geometry: Mapping[str, Any], file: str) -> Verdict:
-    """Raise TransformsError (exit 3) unless the deltas obey iteration n's magnitude policy."""
-    phase = phase_for(n, group_size)
-    moved = tuple(name for name, d in sorted(transforms.members.items()) if not d.trivial)
-    if n == 1 and not moved:
-        raise TransformsError("iter_1 needs at least one per-member delta above "
-                              f"{frames.MOVE_TOL_TEXT}", file=file,
-                              field="members", fix="commit real moves, or at least two "
-                                                   "+-0.01 m verification moves")
-    if not moved:
-        return Verdict(phase, moved, False)
-    listed = ", ".join(moved)
-    exception = len(moved) == 1 and moved[0] in penetrating_members(prev_geometry)
-    if not exception:
-        k = len(moved)
-        if k < phase.min_members:
-            still = sorted(set(transforms.members) - set(moved))
-            raise TransformsError(
-                f"{phase.label} must move at least {phase.min_members} members per "
-                f"iteration (the contract's magnitude policy), got {k} ({listed})"
-                + (f"; {', '.join(still)} move(s) less than {frames.MOVE_TOL_TEXT}, which "
-                   "does not count" if still else ""), file=file, field="members",
-                fix=f"plan one coordinated multi-member action; a single member may move "
-                    f"alone only if iter_{n - 1}/geometry.json shows it penetrating")
-        if phase.max_members is not None and k > phase.max_members:
-            allowed = ("exactly 1 member" if phase.max_members == 1
-                       else f"1 to {phase.max_members} members")
-            raise TransformsError(f"{phase.label} moves {allowed} per iteration, got {k} "
-                                  f"({listed})", file=file, field="members",
-                                  fix="keep the worst member(s); the others wait for the "
-                                      "next iteration")
-    cap = EXCEPTION_CAP_M if exception else phase.cap_m
-    rule = "the penetration exception" if exception else phase.label
-    for name in moved:
-        for axis, value in zip("xyz", transforms.members[name].delta_xyz):
-            if abs(value) > cap:
-                raise TransformsError(
-                    f"{rule} caps each delta_xyz component at {cap} m, but |{axis}| of "
-                    f"'{name}' is {abs(value):.3f} m", file=file,
-                    field=f"members.{name}.delta_xyz",
-                    fix="split the move over several iterations (yaw is uncapped)")
-    return Verdict(phase, moved, exception)
 
 
 # --------------------------------------------------------------------------- write
@@ -241,7 +132,7 @@ def decision_image(group: Group, n: int) -> Path:
     return masked if masked.is_file() else group.iter_dir(n - 1) / "render_bev.png"
 
 
-def _transforms_doc(decision: Any, n: int, image_sha256: str, model: str, generated_by: str,
+def _decision_doc(decision: Any, n: int, image_sha256: str, model: str, generated_by: str,
                     file: str) -> dict[str, Any]:
     if not isinstance(decision, dict):
         raise TransformsError(f"the decision must be a JSON object, got "
@@ -262,10 +153,26 @@ def _transforms_doc(decision: Any, n: int, image_sha256: str, model: str, genera
     doc["final"] = decision.get("final", False)
     if "reason_summary" in decision:
         doc["reason_summary"] = decision["reason_summary"]
-    doc["_island_meta"] = {"model": model, "image_sha256": image_sha256,
-                           "generated_by": generated_by, "mode": "island_iter", "iter": n,
-                           "timestamp_utc": utc_now()}
+    doc["_island_meta"] = island_meta(n, image_sha256, model, generated_by)
     return doc
+
+
+def island_meta(n: int, image_sha256: str, model: str, generated_by: str) -> dict[str, Any]:
+    """``_island_meta`` of iteration n's transforms.json (see the module docstring)."""
+    return {"model": model, "image_sha256": image_sha256, "generated_by": generated_by,
+            "mode": "island_iter", "iter": n, "timestamp_utc": utc_now()}
+
+
+def transforms_doc(decision: Mapping[str, Any], n: int, image_sha256: str, *, model: str,
+                   generated_by: str) -> dict[str, Any]:
+    """The transforms.json document of a decision that already has ``members``,
+    ``converged`` and ``reason_summary`` (``final`` false), for writers that validate it
+    with ``schemas.parse_transforms`` themselves and are not agents under the magnitude
+    policy: the add-on's viewport edit (an artist's hand), and the tests and benches that
+    drive ``iter_step`` directly. An agent's decision goes through ``write_decision``."""
+    return {"iter": n, "members": decision["members"], "converged": decision["converged"],
+            "final": False, "reason_summary": decision["reason_summary"],
+            "_island_meta": island_meta(n, image_sha256, model, generated_by)}
 
 
 def earlier_nonempty(group: Group, n: int) -> list[int]:
@@ -299,7 +206,7 @@ def write_decision(group_dir: str | os.PathLike[str], n: int, decision: Any, *,
     prev_dir = group.iter_dir(n - 1)
     prev_geometry = read_object(prev_dir / "geometry.json", UsageError, "geometry.json",
                                 f"rerun iter_step.py --iter {n - 1}")
-    doc = _transforms_doc(decision, n, sha256_file(decision_image(group, n)), model,
+    doc = _decision_doc(decision, n, sha256_file(decision_image(group, n)), model,
                           generated_by, str(path))
     transforms = parse_transforms(doc, str(path), n, group.metadata)
     verdict = check_policy(transforms, n, len(group.metadata.refined_members), prev_geometry,

@@ -2,7 +2,7 @@
 
 From one iteration's state (canonical poses, the group's mesh cache and forward axes,
 target_spec.json and geometry.json) it computes a *target* pose for every member and moves
-members toward it within the phase's magnitude policy (``adapter.phase_for``). Targets are
+members toward it within the phase's magnitude policy (``policy.phase_for``). Targets are
 built from the definitions geometry.json measures with (docs/ARCHITECTURE.md, "Geometry
 definitions"), so a member at its target measures 0 slot/angle deviation and 0 clearance
 error there, with the same polygon code (``geometry.convex_signed_distance``).
@@ -98,7 +98,8 @@ priority member first, down to not moving at all. Phases:
   does so (all members advance 1.0 m rather than one member 2.0 m).
 
 The decision is ``converged: true`` with empty members once every member is within
-``POSITION_TOL_M`` and ``YAW_TOL_DEG`` of its target (the adapter honours it from MIN_ITER).
+``POSITION_TOL_M`` and ``YAW_TOL_DEG`` of its target (the adapter honours it from
+``policy.MIN_ITER``).
 """
 from __future__ import annotations
 
@@ -114,7 +115,6 @@ from typing import Any
 import numpy as np
 
 from . import frames, meshcache
-from .adapter import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 from .errors import GroupInputError
 from .geometry import (
     EDGE_ORDER,
@@ -134,6 +134,7 @@ from .layout import resolve as resolve_layout
 from .obstacles import Context as ObstacleContext
 from .obstacles import Obstacle
 from .obstacles import distances as obstacle_distances
+from .policy import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1

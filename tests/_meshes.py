@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from island_tools import frames
-from island_tools.adapter import MIN_ITER
+from island_tools.policy import MIN_ITER
 
 Mesh = tuple[np.ndarray, np.ndarray]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stand-in external agent for the scene tests (policy ``command:``): reads the adapter's
-JSON prompt on stdin, prints ``island_tools.greedy_agent``'s decision for that iteration,
+JSON prompt on stdin, prints ``tests/greedy_agent.py``'s decision for that iteration,
 fitted to the prompt's magnitude phase (enough members, within the per-axis cap).
 
 ``--noop`` prints an empty decision every time (a refiner that never moves anything), to
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from island_tools.greedy_agent import propose  # noqa: E402
+from tests.greedy_agent import propose  # noqa: E402
 
 PAD_M = 0.001
 

@@ -23,14 +23,7 @@ import pytest
 from PIL import Image
 
 from island_tools import atomic, meshcache
-from island_tools.adapter import (
-    EXCEPTION_CAP_M,
-    MIN_ITER,
-    REPORT_MAX_WORDS,
-    read_decision_text,
-    run_group,
-    write_decision,
-)
+from island_tools.adapter import REPORT_MAX_WORDS, read_decision_text, run_group, write_decision
 from island_tools.config import Settings
 from island_tools.errors import (
     EXIT_AGENT,
@@ -40,6 +33,7 @@ from island_tools.errors import (
     TransformsError,
 )
 from island_tools.iteration import init_iter0, iter_step, sha256_file
+from island_tools.policy import EXCEPTION_CAP_M, MIN_ITER
 from tests._helpers import snapshot
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from island_tools import atomic
-from island_tools.greedy_agent import transforms_doc
+from island_tools.adapter import transforms_doc
 from island_tools.iteration import sha256_file
 
 pytestmark = pytest.mark.bpy
@@ -102,7 +102,7 @@ def artifacts(group: Path, n: int) -> tuple[dict, dict]:
 def decision_file(group: Path, n: int, members: dict, where: Path) -> Path:
     image = group / "simple_refiner" / f"iter_{n - 1}" / "render_bev.png"
     doc = transforms_doc({"members": members, "converged": False, "reason_summary": "test"},
-                         n, sha256_file(image))
+                         n, sha256_file(image), model="test", generated_by="tests")
     where.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_json(where, doc)
     return where

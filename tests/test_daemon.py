@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from island_tools import atomic
+from island_tools.adapter import transforms_doc
 from island_tools.config import Settings
 from island_tools.errors import EXIT_TRANSFORMS, GroupInputError, UsageError, WorkerError
-from island_tools.greedy_agent import transforms_doc
 from island_tools.iteration import init_iter0, is_complete, iter_step, sha256_file
 from tests._helpers import snapshot
 from worker import daemon
@@ -108,7 +108,8 @@ def write_decision(group: Path, n: int, members: dict) -> Path:
     refiner = group / "simple_refiner"
     (refiner / f"iter_{n}").mkdir(exist_ok=True)
     doc = transforms_doc({"members": members, "converged": False, "reason_summary": "test"},
-                         n, sha256_file(refiner / f"iter_{n - 1}" / "render_bev.png"))
+                         n, sha256_file(refiner / f"iter_{n - 1}" / "render_bev.png"),
+                         model="test", generated_by="tests")
     path = refiner / f"iter_{n}" / "transforms.json"
     atomic.write_json(path, doc)
     return path

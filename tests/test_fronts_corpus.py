@@ -352,10 +352,8 @@ def _stub(status, axis=None, order=None, attribute=False):
 
 def test_bench_verdicts_and_columns(monkeypatch):
     import argparse
-    import sys
 
-    sys.path.insert(0, str(fc.REPO_ROOT / "scripts"))
-    import _bench_fronts as bf
+    from scripts.benchmarks import fronts as bf
 
     cab = next(p for p in fc.front_pieces("tuned", sources=("parametric",))
                if p.name == "parametric:cabinet_s0")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from island_tools import atomic, meshcache
+from island_tools.adapter import transforms_doc
 from island_tools.config import Settings
 from island_tools.errors import (
     EXIT_GEOMETRY,
@@ -31,9 +32,9 @@ from island_tools.errors import (
     TransformsError,
     UsageError,
 )
-from island_tools.greedy_agent import propose, transforms_doc
 from island_tools.iteration import init_iter0, iter_step, sha256_file
 from tests._helpers import snapshot
+from tests.greedy_agent import propose
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +74,7 @@ def write_decision(group: Path, n: int, members: dict, **extra) -> Path:
     (refiner / f"iter_{n}").mkdir(exist_ok=True)
     image = refiner / f"iter_{n - 1}" / "render_bev.png"
     doc = transforms_doc({"members": members, "converged": False, "reason_summary": "test"},
-                         n, sha256_file(image))
+                         n, sha256_file(image), model="test", generated_by="tests")
     doc.update(extra)
     path = refiner / f"iter_{n}" / "transforms.json"
     atomic.write_json(path, doc)

@@ -66,16 +66,20 @@ def test_worker_safe_modules_import_without_third_party_packages() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_the_scene_director_has_no_import_circles() -> None:
-    """Issue 17's map: one module per stage, nothing importing back up
-    (``tools/package_map.py`` is the same scan the closing note quotes)."""
+def _package_map():
+    """``tools/package_map.py``: the same scan the closing notes of issues 17 and 27 quote."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("package_map", REPO / "tools/package_map.py")
     assert spec is not None and spec.loader is not None
     package_map = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(package_map)
-    (lines, name, _), (fname, flines), circles = package_map.scan(REPO / "island_tools/scene")
+    return package_map
+
+
+def test_the_scene_director_has_no_import_circles() -> None:
+    """Issue 17's map: one module per stage, nothing importing back up."""
+    (lines, name, _), (fname, flines), circles = _package_map().scan(REPO / "island_tools/scene")
     assert circles == [], circles
     assert lines < 300 and flines < 600, (name, lines, fname, flines)   # no god class again
 
@@ -84,11 +88,50 @@ def test_the_worker_package_has_no_import_circles() -> None:
     """Issue 27: ``worker.launch`` and the warm-worker client took pieces from each other;
     the shared ones (options, errors, a binary's environment) live below both in
     ``worker/daemon_common.py``, so every arrow runs one way (same scan as issue 17's)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("package_map", REPO / "tools/package_map.py")
-    assert spec is not None and spec.loader is not None
-    package_map = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(package_map)
-    _, _, circles = package_map.scan(REPO / "worker")
+    _, _, circles = _package_map().scan(REPO / "worker")
     assert circles == [], circles
+
+
+def test_the_core_has_no_import_circles() -> None:
+    """Issue 27: the solver takes the phase rules from ``policy`` below it, not back from the
+    adapter that calls it; every arrow between island_tools' modules runs one way."""
+    _, _, circles = _package_map().scan(REPO / "island_tools")
+    assert circles == [], circles
+
+
+def _phase_tables(path: Path) -> list[str]:
+    """Functions of ``path`` that spell the contract's phase table themselves: the iteration
+    bounds 3 and 10 compared against, and the caps 1.0, 0.3 and 0.05 m."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = list(ast.walk(node))
+            floats = {n.value for n in inner
+                      if isinstance(n, ast.Constant) and type(n.value) is float}
+            bounds = {c.value for n in inner if isinstance(n, ast.Compare)
+                      for c in n.comparators if isinstance(c, ast.Constant)}
+            if {1.0, 0.3, 0.05} <= floats and {3, 10} <= bounds:
+                found.append(f"{path.relative_to(REPO)}::{node.name}")
+    return found
+
+
+def test_the_magnitude_policy_has_one_source() -> None:
+    """Issue 27: one copy of the phase caps (``island_tools/policy.py``); the adapter, the
+    solver, the scene's contract check and the tests' greedy agent take it from there."""
+    tables = [t for d in ("island_tools", "worker", "blender_addon", "scripts", "tests")
+              for path in sorted((REPO / d).rglob("*.py")) for t in _phase_tables(path)]
+    assert tables == ["island_tools/policy.py::phase_for"], tables
+
+
+def test_scripts_holds_the_commands_and_benchmarks_the_sections() -> None:
+    """Issue 27: ``scripts/`` shows what a user runs; the bench's sections and the quality
+    cases are a package of their own, and every section ``scripts/bench.py`` names is there."""
+    internals = sorted(p.name for p in (REPO / "scripts").glob("_*.py")
+                       if p.name.startswith(("_bench_", "_quality_")))
+    assert internals == [], internals
+    tree = ast.parse((REPO / "scripts/bench.py").read_text(encoding="utf-8"))
+    sections = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", None) == "SECTIONS" for t in node.targets))
+    missing = [s for s in sections if not (REPO / "scripts/benchmarks" / f"{s}.py").is_file()]
+    assert sections and missing == [], missing

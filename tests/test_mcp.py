@@ -26,8 +26,8 @@ import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from island_tools.greedy_agent import propose
 from island_tools.iteration import ITER_OUTPUTS
+from tests.greedy_agent import propose
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]

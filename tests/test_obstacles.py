@@ -9,10 +9,10 @@ from shapely.geometry import MultiPoint, Point, Polygon
 
 from fixtures import specs
 from island_tools import frames
-from island_tools.adapter import MIN_ITER
 from island_tools.forward_axis import forward_axes_document
 from island_tools.geometry import GeometryContext
 from island_tools.obstacles import Context, distances, signed_distances
+from island_tools.policy import MIN_ITER
 from island_tools.scene import verify
 from island_tools.solver import Solver
 

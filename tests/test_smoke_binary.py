@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from island_tools import atomic
+from island_tools.adapter import transforms_doc
 from island_tools.errors import EXIT_OK, EXIT_WORKER
-from island_tools.greedy_agent import propose, transforms_doc
 from island_tools.iteration import sha256_file
+from tests.greedy_agent import propose
 
 pytestmark = pytest.mark.blender_bin
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +57,8 @@ def test_init_and_step_under_the_binary(binary_backend, tmp_path: Path) -> None:
     decision = propose(geometry, 1)
     (group / "simple_refiner" / "iter_1").mkdir()
     atomic.write_json(group / "simple_refiner" / "iter_1" / "transforms.json",
-                      transforms_doc(decision, 1, sha256_file(it0 / "render_bev.png")))
+                      transforms_doc(decision, 1, sha256_file(it0 / "render_bev.png"),
+                                     model="greedy_agent", generated_by="tests.greedy_agent"))
     step = _cli("iter_step.py", group, "--iter", "1")
     assert step.returncode == EXIT_OK, step.stderr[-2000:]
     assert "[iter_step] sanity OK" in step.stdout.splitlines()

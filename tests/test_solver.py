@@ -18,9 +18,9 @@ import pytest
 
 from fixtures import specs
 from island_tools import frames, review
-from island_tools.adapter import MIN_ITER, check_policy
 from island_tools.forward_axis import forward_axes_document
 from island_tools.geometry import SLOT_GAP_M, GeometryContext
+from island_tools.policy import MIN_ITER, check_policy
 from island_tools.scene.verify import review_group
 from island_tools.schemas import Metadata, parse_target_spec, parse_transforms
 from island_tools.solver import Solver, min_cost_assignment, parse_free_quotas, parse_mixed_facing

@@ -22,9 +22,8 @@ from typing import Any
 from ..errors import IslandError
 from ..iteration import REFINER_DIR, is_complete, same_bytes
 from ..jsonio import read_object
+from ..policy import MIN_ITER
 from ..schemas import load_metadata, load_transforms
-
-MIN_ITER = 5
 
 
 @dataclass

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _bench_step import REPO, clean_env, iter_step_cmd, prepare_group, run_timed, stats
+from .step import REPO, clean_env, iter_step_cmd, prepare_group, run_timed, stats
 
 TITLE = "scene: island-refine run, groups side by side + reused quiet renders (issue 15)"
 SIZES, QUICK_SIZES = (1, 4, 16), (1, 4)

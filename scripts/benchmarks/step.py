@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TITLE = "step: one iter_step.py call vs three Blender launches (issue 2)"
 FIXTURE = ("long_table_6", "turned_90")
 MOVE = {"chair_1": {"delta_xyz": [0.2, 0.0, 0.0], "delta_yaw_deg": 15.0},
@@ -91,7 +91,7 @@ def prepare_group(work: Path, blender: str | None, resolution: int) -> Path:
     sys.path.insert(0, str(REPO))
     from fixtures.build import build_fixture
     from island_tools import atomic
-    from island_tools.greedy_agent import transforms_doc
+    from island_tools.adapter import transforms_doc
     from island_tools.iteration import sha256_file
     from worker.launch import blender_output_captured, resolve_blender
 
@@ -104,7 +104,8 @@ def prepare_group(work: Path, blender: str | None, resolution: int) -> Path:
     refiner = group / "simple_refiner"
     (refiner / "iter_1").mkdir(exist_ok=True)
     doc = transforms_doc({"members": MOVE, "converged": False, "reason_summary": "bench"}, 1,
-                         sha256_file(refiner / "iter_0" / "render_bev.png"))
+                         sha256_file(refiner / "iter_0" / "render_bev.png"), model="bench",
+                         generated_by="scripts/bench.py --section step")
     atomic.write_json(refiner / "iter_1" / "transforms.json", doc)
     return group
 

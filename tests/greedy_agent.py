@@ -1,12 +1,13 @@
 """A small deterministic agent that reads ``geometry.json`` and proposes member deltas.
 
-It is what the demo and the loop tests drive ``iter_step`` with: every member is turned to
-its facing target (its own yaw, never one delta for all), pushed along its edge normal (or
-radially, for round anchors) to the target clearance, and slid along the edge (or around the
-ring) to its even slot. Moves respect the contract's magnitude policy for iteration N:
-pattern phase (1-3) +-1.0 m, member phase (4-10) the 3 worst members at +-0.3 m, micro phase
-(11+) the single worst member at +-0.05 m; yaw is uncapped. It does not reassign members to
-other edges; that is the solver's job.
+The loop tests (and ``tests/scene_greedy_agent.py``, the scene tests' external agent) drive
+``iter_step`` with it; the demo does not (``scripts/demo.py`` runs ``agent.py run --policy
+solver``). Every member is turned to its facing target (its own yaw, never one delta for
+all), pushed along its edge normal (or radially, for round anchors) to the target clearance,
+and slid along the edge (or around the ring) to its even slot. Moves keep iteration N's
+per-axis cap and member limit (``island_tools.policy.phase_for``; yaw is uncapped), the worst
+members first; it neither pads a phase to its minimum member count nor reassigns members to
+other edges: that is the solver's job.
 """
 from __future__ import annotations
 
@@ -15,19 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .iteration import utc_now
+from island_tools.policy import MIN_ITER, phase_for
 
 FACING_TOL_DEG = 0.5
 POSITION_TOL_M = 0.005
-
-
-def phase_caps(n: int) -> tuple[str, float, int]:
-    """(phase, max |delta_xyz| component in metres, max members per iteration)."""
-    if n <= 3:
-        return "pattern", 1.0, 10**6
-    if n <= 10:
-        return "member", 0.3, 3
-    return "micro", 0.05, 1
 
 
 def _signed_angle_deg(a: list[float], b: list[float]) -> float:
@@ -61,7 +53,8 @@ def _wrap(deg: float) -> float:
 
 def propose(geometry: dict[str, Any], n: int) -> dict[str, Any]:
     """A decision ``{"members", "converged", "reason_summary"}`` for iteration ``n``."""
-    phase, cap, max_members = phase_caps(n)
+    phase = phase_for(n, len(geometry["members"]))
+    cap = phase.cap_m
     candidates = []
     for name, m in sorted(geometry["members"].items()):
         yaw = 0.0
@@ -74,7 +67,7 @@ def propose(geometry: dict[str, Any], n: int) -> dict[str, Any]:
         move = np.clip(move, -cap, cap)
         candidates.append((badness, name, [float(move[0]), float(move[1]), 0.0], yaw))
     candidates.sort(key=lambda c: -c[0])
-    chosen = candidates[:max_members]
+    chosen = candidates[:phase.max_members]   # None: the pattern phase moves every one
     members = {name: {"delta_xyz": [round(v, 6) for v in xyz],
                       "delta_yaw_deg": round(yaw if abs(yaw) > FACING_TOL_DEG else 0.0, 6)}
                for _, name, xyz, yaw in chosen}
@@ -83,16 +76,7 @@ def propose(geometry: dict[str, Any], n: int) -> dict[str, Any]:
         names = sorted(geometry["members"])[:2]
         members = {name: {"delta_xyz": [0.01 * (-1) ** i, 0.0, 0.0], "delta_yaw_deg": 0.0}
                    for i, name in enumerate(names)}
-    summary = (f"{phase} phase: {len(members)} member(s) turned to their facing targets and "
-               "moved toward target clearance and even slots") if members else "no error left"
-    return {"members": members, "converged": not members and n >= 5, "reason_summary": summary}
-
-
-def transforms_doc(decision: dict[str, Any], n: int, image_sha256: str,
-                   model: str = "greedy_agent", generated_by: str = "island_tools.greedy_agent"
-                   ) -> dict[str, Any]:
-    return {"iter": n, "members": decision["members"], "converged": decision["converged"],
-            "final": False, "reason_summary": decision["reason_summary"],
-            "_island_meta": {"model": model, "image_sha256": image_sha256,
-                             "generated_by": generated_by, "mode": "island_iter", "iter": n,
-                             "timestamp_utc": utc_now()}}
+    summary = (f"{phase.name} phase: {len(members)} member(s) turned to their facing targets "
+               "and moved toward target clearance and even slots") if members else "no error left"
+    return {"members": members, "converged": not members and n >= MIN_ITER,
+            "reason_summary": summary}

@@ -1,20 +1,21 @@
 """Benchmark section ``quality``: the built-in solver on seeded random furniture groups.
 
-Cases (``scripts/_quality_cases.py``): ``CASES`` (430) seeded randomized perturbations of
-real furniture groups over every pattern (ring, row, 2+2+1, 2+2+1+1, L, T, free layouts)
-and convention (bed, desk, tv_stand, sofa): yaw errors (incl. 90 and 180 deg), push-ins,
-bunching, far members, rotated-mesh members (a random yaw baked into the vertices) and
-corner-origin assets; case ``(pattern, seed)`` is ``_quality_cases.make_case(pattern, seed)``.
-Each runs ``_quality_cases.run_loop``, pure Python without Blender: ``Solver.decide`` -> the
-adapter's ``schemas.parse_transforms`` + ``adapter.check_policy`` (a rejected decision fails
-the case) -> ``frames.apply_member_delta`` -> ``GeometryContext.compute``, stopping on
-``converged`` from ``adapter.MIN_ITER`` on, at most 20 iterations. That is exactly what the
-Blender loop (``adapter.run_group``) does minus rendering: the poses that loop reads back from
-the saved .blend equal these to float32. ``--quick`` runs ``QUICK_CASES`` per pattern (the
-first ones of the full run). Cases run in ``os.cpu_count()`` processes (about 3 minutes on
-an idle 2-core machine, 20 s with ``--quick``). A subset, judged the same way:
-``python scripts/_bench_quality.py [--pattern P] [--case P:SEED] [--failed-from BENCH.json]
-[--json OUT]`` (``--failed-from``: the cases that failed in an earlier run's JSON).
+Cases (``scripts/benchmarks/quality_cases.py``): ``CASES`` (430) seeded randomized
+perturbations of real furniture groups over every pattern (ring, row, 2+2+1, 2+2+1+1, L, T,
+free layouts) and convention (bed, desk, tv_stand, sofa): yaw errors (incl. 90 and 180 deg),
+push-ins, bunching, far members, rotated-mesh members (a random yaw baked into the vertices)
+and corner-origin assets; case ``(pattern, seed)`` is ``quality_cases.make_case(pattern,
+seed)``. Each runs ``quality_cases.run_loop``, pure Python without Blender:
+``Solver.decide`` -> the adapter's ``schemas.parse_transforms`` + ``policy.check_policy`` (a
+rejected decision fails the case) -> ``frames.apply_member_delta`` ->
+``GeometryContext.compute``, stopping on ``converged`` from ``policy.MIN_ITER`` on, at most
+20 iterations. That is exactly what the Blender loop (``adapter.run_group``) does minus
+rendering: the poses that loop reads back from the saved .blend equal these to float32.
+``--quick`` runs ``QUICK_CASES`` per pattern (the first ones of the full run). Cases run in
+``os.cpu_count()`` processes (about 3 minutes on an idle 2-core machine, 20 s with
+``--quick``). A subset, judged the same way, from the repository root: ``python -m
+scripts.benchmarks.quality [--pattern P] [--case P:SEED] [--failed-from BENCH.json] [--json
+OUT]`` (``--failed-from``: the cases that failed in an earlier run's JSON).
 
 The judge (this file) is independent of the solver's target construction: it never calls
 ``island_tools.geometry``, ``island_tools.solver`` or ``island_tools.obstacles``. From the
@@ -53,7 +54,7 @@ manifests (rotated with the pose and any baked yaw) and checks:
 A case passes when every check passes and the loop converged within 20 iterations with
 every decision accepted by the adapter.
 
-Infeasible rooms (third table, issue 25; ``scripts/_quality_infeasible.py``, skipped with
+Infeasible rooms (third table, issue 25; ``scripts/benchmarks/quality_infeasible.py``, skipped with
 ``--pattern``/``--case``): round tables with 4-6 chairs 0-0.10 m from a wall, a 2+2+1+1 with
 a wall 0.20/0.35 m off an end or a long side, a column in a slot, a neighbour group's table
 and chair at an end, and the same rooms with room to spare; the solver runs with the fixed
@@ -210,7 +211,7 @@ def _penetrations(world: dict[str, np.ndarray], faces: dict[str, np.ndarray]
 # ------------------------------------------------------------------------- the judge
 def judge(case: Any, poses: dict[str, np.ndarray]) -> dict[str, Any]:
     """The verdict on ``case`` at ``poses`` (see the module docstring)."""
-    from _quality_cases import front_dir, posed_vertices
+    from .quality_cases import front_dir, posed_vertices
 
     items = case.items()
     names = case.names
@@ -423,7 +424,7 @@ def verdicts(case: Any, loop: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------------- running
 def evaluate(pattern: str, seed: int) -> dict[str, Any]:
     """One case: build, run the loop, judge (runs in a worker process)."""
-    from _quality_cases import make_case, run_loop
+    from .quality_cases import make_case, run_loop
 
     t0 = time.perf_counter()
     case = make_case(pattern, seed)
@@ -482,7 +483,7 @@ def select_jobs(quick: bool = False, patterns: list[str] | None = None,
     """The (pattern, seed) jobs of a run: every case (``quick``: the first ``QUICK_CASES``
     per pattern), narrowed to ``patterns`` and/or ``cases`` (``"pattern:seed"`` or a bare
     seed) when given. Filtering only chooses which cases run; each is judged the same."""
-    from _quality_cases import BASE_SEED, PATTERNS
+    from .quality_cases import BASE_SEED, PATTERNS
 
     jobs = [(p, BASE_SEED + 1000 * i + j) for i, p in enumerate(PATTERNS)
             for j in range(QUICK_CASES if quick else CASES[p])]
@@ -502,7 +503,7 @@ def select_jobs(quick: bool = False, patterns: list[str] | None = None,
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from _quality_cases import BASE_SEED, PATTERNS
+    from .quality_cases import BASE_SEED, PATTERNS
 
     jobs = select_jobs(bool(getattr(args, "quick", False)), getattr(args, "pattern", None),
                        getattr(args, "case", None))
@@ -543,7 +544,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     notes = [
         f"{passed}/{len(results)} cases pass in {wall:.0f} s ({workers} processes); seeded "
         f"(seed = {BASE_SEED} + 1000 * pattern index + case index; repro: "
-        "_quality_cases.make_case(pattern, seed))",
+        "quality_cases.make_case(pattern, seed))",
         "perturbations: yaw errors (90/-90/180 or up to 60 deg), push-ins (5-25 cm into the "
         "anchor), bunching (one side / one arc), far members (2-3 m), mixed; rotated-mesh "
         "members (random yaw baked into the vertices) in half the cases, corner-origin "
@@ -577,7 +578,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         infeasible = infeasible_results(workers)
         tables.append(infeasible_table(infeasible))
         bad = [r for r in infeasible if not r["ok"]]
-        notes.append(f"infeasible rooms (issue 25, scripts/_quality_infeasible.py): "
+        notes.append(f"infeasible rooms (issue 25, scripts/benchmarks/quality_infeasible.py): "
                      f"{len(infeasible) - len(bad)}/{len(infeasible)} as expected (no hard "
                      "violation after, judged with shapely on the posed vertices; feasible "
                      "rooms pass, infeasible ones fail with the reason line); hard "
@@ -593,9 +594,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def infeasible_results(workers: int) -> list[dict[str, Any]]:
-    """Every room of ``_quality_infeasible.CASES`` (walls, columns, a neighbour group)."""
-    from _quality_infeasible import CASES
-    from _quality_infeasible import run as run_room
+    """Every room of ``quality_infeasible.CASES`` (walls, columns, a neighbour group)."""
+    from .quality_infeasible import CASES
+    from .quality_infeasible import run as run_room
 
     names = list(CASES)
     if workers == 1:
@@ -618,15 +619,10 @@ def infeasible_table(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run a subset of the section directly (the judge is the same):
-    ``python scripts/_bench_quality.py --pattern bed --case T:20265306 [--json OUT]``."""
+    ``python -m scripts.benchmarks.quality --pattern bed --case T:20265306 [--json OUT]``."""
     import json
-    import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    for p in (str(root), str(root / "scripts")):
-        if p not in sys.path:
-            sys.path.insert(0, p)
     ap = argparse.ArgumentParser(description="quality bench on a subset of the cases")
     ap.add_argument("--pattern", action="append", help="only this pattern (repeatable)")
     ap.add_argument("--case", action="append",

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _bench_step import (
+from .step import (
     REPO,
     ThreeLaunches,
     binary_or_none,
@@ -209,7 +209,7 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
     makes them) through one step host and one warm worker; VmRSS of both after each step."""
     sys.path.insert(0, str(REPO))
     from island_tools import atomic
-    from island_tools.greedy_agent import transforms_doc
+    from island_tools.adapter import transforms_doc
     from island_tools.iteration import sha256_file
     from worker import daemon
 
@@ -235,7 +235,8 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
             (refiner / f"iter_{n}").mkdir(exist_ok=True)
             atomic.write_json(refiner / f"iter_{n}" / "transforms.json", transforms_doc(
                 {"members": members, "converged": False, "reason_summary": "rss"}, n,
-                sha256_file(refiner / f"iter_{n - 1}" / "render_bev.png")))
+                sha256_file(refiner / f"iter_{n - 1}" / "render_bev.png"), model="bench",
+                generated_by="scripts/bench.py --section warm"))
             cmd = [sys.executable, "scripts/iter_step.py", "--group-dir", str(group), "--iter",
                    str(n), "--resolution", str(resolution), "--quiet"]
             seconds.append(run_timed(cmd, env=env))

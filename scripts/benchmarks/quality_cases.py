@@ -37,13 +37,13 @@ Infinigen's desks are not used for the desk convention: their manifest front is 
 (a top on four legs), so "the desk's front" does not exist.
 
 ``run_loop`` is ``tests/test_solver.py::simulate``'s loop on these meshes: ``Solver.decide``
--> ``schemas.parse_transforms`` + ``adapter.check_policy`` (a decision the adapter rejects
+-> ``schemas.parse_transforms`` + ``policy.check_policy`` (a decision the adapter rejects
 fails the case) -> ``frames.apply_member_delta`` about the footprint centre ->
 ``GeometryContext.compute``; it stops as ``adapter.run_group`` does: on a ``converged`` the
-adapter's gate honours (from ``adapter.MIN_ITER`` on, after an earlier move, moving nothing,
+adapter's gate honours (from ``policy.MIN_ITER`` on, after an earlier move, moving nothing,
 on a state whose ``review.review_island`` does not fail: the one verdict), on a decision
 whose every delta is within the movement tolerance (``adapter.moves_nothing``: trivial
-deltas are not applied, "no progress"), or after ``adapter.EMPTY_STOP`` consecutive empty
+deltas are not applied, "no progress"), or after ``policy.EMPTY_STOP`` consecutive empty
 iterations from MIN_ITER on, at most 20 iterations.
 This is exactly what the Blender loop does minus rendering: the poses that loop reads back
 from the saved .blend equal these to float32. ``LoopResult.review`` is the loop's verdict on
@@ -234,7 +234,7 @@ class Case:
                 "members": [m.rel + (f"@{m.baked_yaw_deg:.0f}deg" if m.baked_yaw_deg else "")
                             for m in self.members],
                 "spec": self.spec,
-                "repro": f"_quality_cases.make_case({self.pattern!r}, {self.seed})"}
+                "repro": f"quality_cases.make_case({self.pattern!r}, {self.seed})"}
 
 
 class _Placer:
@@ -333,7 +333,7 @@ def policy_budget_m(k: int) -> float:
     """How far one member can travel along one axis by iteration MAX_ITER - 1 under the
     adapter's magnitude policy (it must be at its slot one iteration before it can report
     converged), without the penetration exception."""
-    from island_tools.adapter import phase_for
+    from island_tools.policy import phase_for
 
     return sum(phase_for(n, k).cap_m for n in range(1, MAX_ITER))
 
@@ -644,16 +644,11 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     import time
 
     from island_tools import frames, review
-    from island_tools.adapter import (
-        EMPTY_STOP,
-        MIN_ITER,
-        check_policy,
-        moves_nothing,
-        no_progress_reason,
-    )
+    from island_tools.adapter import moves_nothing, no_progress_reason
     from island_tools.errors import IslandError
     from island_tools.forward_axis import forward_axes_document
     from island_tools.geometry import GeometryContext
+    from island_tools.policy import EMPTY_STOP, MIN_ITER, check_policy
     from island_tools.schemas import Metadata, parse_transforms
     from island_tools.solver import Solver
 

@@ -3,7 +3,7 @@ real furniture (``fixtures.specs``: the hexagonal round table with 4-6 chairs, t
 table with 2+2+1+1) beside walls too close for the spec, a column in a slot, a neighbouring
 group's table and chair where the end chair would sit, and the same rooms with room to
 spare. ``CASES``: name -> builder; ``run(name)`` runs the solver loop in-process (solver +
-GeometryContext + the fixed context, like ``_quality_cases.run_loop``) and judges the final
+GeometryContext + the fixed context, like ``quality_cases.run_loop``) and judges the final
 poses with its own shapely code (footprints of the posed vertices; it never calls
 ``island_tools.geometry``, ``island_tools.solver`` or ``island_tools.obstacles``): hard
 violations (a member's footprint overlapping a wall, column, neighbour unit, the anchor or
@@ -116,8 +116,8 @@ def _posed(v: np.ndarray, pose: np.ndarray) -> np.ndarray:
 
 def run(name: str) -> dict[str, Any]:
     from island_tools import frames
-    from island_tools.adapter import MIN_ITER
     from island_tools.geometry import GeometryContext
+    from island_tools.policy import MIN_ITER
     from island_tools.scene.verify import review_group
     from island_tools.solver import Solver
 
