@@ -8,7 +8,7 @@ bystanders (a wardrobe against a wall, a lone stool, an armchair in a corner), e
 neutrally named and held as a plain mesh, an importer's Empty with child meshes or a
 collection instance. Furniture comes from the FROZEN front-corpus split
 (``fixtures/fronts_split.json``): ``tuned`` rooms use only tuned pieces (the proposer's
-thresholds were set on tuned rooms of seeds 0-19), ``untouched`` rooms only untouched ones
+thresholds were set on tuned rooms of seeds 0-39), ``untouched`` rooms only untouched ones
 (The Base Mesh, Gazebo Fuel, parametric seeds 1000-1029), never looked at while tuning. The
 bench's rooms are seeds ``BENCH_SEED`` on, layouts no tuning saw in either split.
 
@@ -44,7 +44,7 @@ QUICK_ROOMS = 2
 RUN_ROOMS = 2
 BENCH_SEED = 100
 RUN_MAX_ITER = 8
-LABELS = {"tuned": "TUNED split furniture (thresholds set on tuned rooms, seeds 0-19)",
+LABELS = {"tuned": "TUNED split furniture (thresholds set on tuned rooms, seeds 0-39)",
           "untouched": "UNTOUCHED split furniture (never used for tuning)"}
 COLUMNS = ["split", "rooms", "truth groups", "found exactly", "member precision",
            "member recall", "confidently wrong", "uncertain groups", "ambiguous flagged",

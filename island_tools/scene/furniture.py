@@ -79,6 +79,7 @@ class Shape:
     round: bool
     surface_m: float | None      # height of the surface band above the base
     surface_share: float         # its share of the footprint rectangle
+    body_share: float            # share whose top is 0.25-0.95 m up (a bed's quilted top)
     top_share: float             # share covered within SURFACE_BAND_M of the top
     tall_share: float
     tall_offset: np.ndarray      # tall part's centroid - footprint centre (world xy)
@@ -137,7 +138,7 @@ def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
     if len(hull) < 3 or polygon_area(hull) < 1e-6:
         centre = pts[used, :2].mean(axis=0)
         return Shape(unit.name, base_z, height, hull, centre, np.array([1.0, 0.0]),
-                      np.array([0.0, 1.0]), 0.0, 0.0, False, None, 0.0, 0.0, 0.0,
+                      np.array([0.0, 1.0]), 0.0, 0.0, False, None, 0.0, 0.0, 0.0, 0.0,
                       np.zeros(2), 0.0, 0.0, False, rot2, world[:2, 3] * unit_scale,
                       (v, f))
     e_long, e_short, length, width, centre = _unit_rect(hull)
@@ -151,6 +152,7 @@ def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
     cells = float(res * res)
     top_share = float((far >= height - SURFACE_BAND_M).sum() / cells)
     surface_m, surface_share = _surface(far[hit], cells)
+    body_share = float(((far >= 0.25) & (far <= 0.95)).sum() / cells)
     tall_share, tall_offset = 0.0, np.zeros(2)
     if surface_m is not None:
         tall = hit & (far >= surface_m + TALL_ABOVE_M)
@@ -170,12 +172,14 @@ def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
     on_long = (abs(float(tall_offset @ e_short)) / width
                > abs(float(tall_offset @ e_long)) / length)
     shape = Shape(unit.name, base_z, height, hull, centre, e_long, e_short, length, width,
-                   _is_round(hull, length, width), surface_m, surface_share, top_share,
+                   _is_round(hull, length, width), surface_m, surface_share, body_share,
+                   top_share,
                    tall_share, tall_offset, knee_share, side_fill, on_long, rot2,
                    world[:2, 3] * float(unit_scale), (v, f))
     shape.features = {"length_m": length, "width_m": width, "height_m": height,
                       "surface_m": -1.0 if surface_m is None else surface_m,
-                      "surface_share": surface_share, "top_share": top_share,
+                      "surface_share": surface_share, "body_share": body_share,
+                      "top_share": top_share,
                       "tall_share": tall_share, "knee_share": knee_share,
                       "side_fill": side_fill}
     return shape
@@ -249,7 +253,8 @@ def _rule(s: Shape, role: str) -> float:
                 * _soft(s.tall_share, 0.0, 0.15, 0.1)
                 * max(_soft(s.knee_share, 0.0, 0.3, 0.2), _soft(s.top_share, 0.0, 0.3, 0.1))
                 * _soft(L, 1.75, 2.5, 0.2) * _soft(W, 0.8, 2.3, 0.15)
-                * _soft(seat, 0.25, 0.82, 0.06) * _soft(s.surface_share, 0.5, 1.0, 0.12)
+                * _soft(seat, 0.25, 0.82, 0.06)
+                * max(_soft(s.surface_share, 0.5, 1.0, 0.12), _soft(s.body_share, 0.75, 1.0, 0.1))
                 * _soft(H, 0.3, 1.7, 0.2))
     if role == "sofa":   # a back along the long side (a chaise's may stand at its end)
         return ((0.6 if elongated and not s.back_on_long_side else 1.0)
