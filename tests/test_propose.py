@@ -200,6 +200,21 @@ def test_a_chair_at_two_tables_is_uncertain_and_says_why() -> None:
     assert "Object_6" in {u["name"] for u in doc["proposed"]["unassigned"]}
 
 
+def test_a_lopsided_arrangement_is_an_unclear_pattern_and_uncertain() -> None:
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    place(room, "Object_1", table, (0.0, 0.0), group="g", anchor=True, role="table")
+    hy = half(table, 1) + 0.15 + depth(chair) / 2
+    for i, (x, side) in enumerate(((-0.55, 1), (0.0, 1), (0.55, 1), (0.0, -1))):
+        place(room, f"Object_{2 + i}", chair, (x, side * hy), facing=(0.0, -side),
+              group="g", role="chair")
+    (g,) = propose(room)["groups"]
+    assert sorted(g["members"]) == ["Object_2", "Object_3", "Object_4", "Object_5"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert any(r.startswith("pattern unclear") for r in g["proposal"]["reasons"])
+    assert g["proposal"]["uncertain_members"] == {}
+
+
 def test_an_object_of_no_known_role_near_an_anchor_makes_its_group_uncertain() -> None:
     room = cafe_room()
     room.placed = [p for p in room.placed if p.name in ("Object_1", "Object_2")]

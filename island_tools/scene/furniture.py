@@ -250,7 +250,7 @@ def _rule(s: Shape, role: str) -> float:
     elongated = L >= 1.3 * W
     if role == "bed":   # a headboard at an end, if any: little stands above the mattress
         return ((0.3 if elongated and s.back_on_long_side else 1.0)
-                * _soft(s.tall_share, 0.0, 0.15, 0.1)
+                * _soft(s.tall_share, 0.0, 0.12, 0.06)
                 * max(_soft(s.knee_share, 0.0, 0.3, 0.2), _soft(s.top_share, 0.0, 0.3, 0.1))
                 * _soft(L, 1.75, 2.5, 0.2) * _soft(W, 0.8, 2.3, 0.15)
                 * _soft(seat, 0.25, 0.82, 0.06)
@@ -259,7 +259,8 @@ def _rule(s: Shape, role: str) -> float:
     if role == "sofa":   # a back along the long side (a chaise's may stand at its end)
         return ((0.6 if elongated and not s.back_on_long_side else 1.0)
                 * _soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.15, 0.75, 0.1)
-                * has_back * _soft(L, 1.25, 3.6, 0.2) * _soft(W, 0.55, 2.2, 0.15)
+                * _soft(s.tall_share, 0.14, 1.0, 0.06)   # a back and arms, not a headboard
+                * _soft(L, 1.25, 3.6, 0.2) * _soft(W, 0.55, 2.2, 0.15)
                 * _soft(H, 0.55, 1.25, 0.15))
     if role == "armchair":
         return (_soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.1, 1.0, 0.08)

@@ -181,10 +181,15 @@ def _table_hints(a: Shape, members: Sequence[Shape]) -> tuple[dict[str, Any], st
         layout = {key: n for key, n in layout.items() if n}
         return ({"anchor_role": role, "pattern": "free", "layout": layout,
                  "free_note": f"proposed from the members' edges: {shown}"}, None, shown)
+    if all(abs(v[0] - v[1]) <= 1 for v in edges.values()):
+        # opposite edges within one member of each other: a tidy layout, kept as seen
+        return ({"anchor_role": role, "pattern": "free", "layout": seen,
+                 "free_note": f"proposed as seen: {shown}"}, None,
+                f"{shown}: opposite edges within one member, kept as seen ({seen})")
     return ({"anchor_role": role, "pattern": "free", "layout": seen,
              "free_note": f"proposed as seen: {shown}"},
-            f"pattern unclear: the {k} members sit on {shown}, which matches no pattern; "
-            f"proposed as seen ({seen})", shown)
+            f"pattern unclear: the {k} members sit on {shown}, lopsided and matching no "
+            f"pattern; proposed as seen ({seen})", shown)
 
 
 def _tv_clearance(a: Shape, members: Sequence[Shape]) -> float:
