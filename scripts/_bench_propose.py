@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 TITLE = "propose: relation groups proposed from rooms of corpus furniture, judged by truth"
-ROOMS = 8
+ROOMS = 20
 QUICK_ROOMS = 2
-RUN_ROOMS = 2
+RUN_ROOMS = 4
 BENCH_SEED = 100
 RUN_MAX_ITER = 8
 LABELS = {"tuned": "TUNED split furniture (thresholds set on tuned rooms, seeds 0-39)",

@@ -115,7 +115,6 @@ def _parser() -> argparse.ArgumentParser:
                      help="Blender binary ('bpy' = embedded); default: DIRECTORYS.yaml, "
                           "$BLENDER, embedded bpy, blender on PATH")
     pro.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
-    pro.add_argument("--quiet", action="store_true", help="no lines on stderr")
     rep = sub.add_parser("report", help="print the ledger and metrics as tables")
     rep.add_argument("scene_dir")
     bat = sub.add_parser("batch", help="refine many scenes on Dask, one task per island")

@@ -4,36 +4,22 @@ A scene an artist made, downloaded or a generator wrote has no ``inputs/relation
 :func:`propose_units` reads the furniture units' evaluated geometry (one triangle array per
 unit, in its root's frame, as ``worker.units`` evaluates it) and proposes the groups: each
 with an anchor, members, the target-spec hints (``relation``) and a ``proposal`` block saying
-how sure it is and why. Roles come from measured geometry, not names:
-
-* **Shape** (per unit, in metres, in the frame of its footprint's minimum-area rectangle):
-  the footprint (long x short side), the height above its own base, a top-down height map
-  (``HEIGHT_MAP_RES`` cells a side) giving the *surface* (the height band that covers most
-  of the footprint: a seat, a table top, a mattress) and the *tall part* above it (a back, a
-  headboard) with where it stands, the share of the top with free space under it (knee
-  room), and how much of its long side a front view fills (case furniture is closed).
-  Each role (:data:`ROLE_RULES`) scores by soft ranges on these numbers; the best role must
-  beat the runner-up by ``ROLE_MARGIN`` or the role is *not settled*. An object's name only
-  adds ``NAME_HINT_WEIGHT`` to a role its words name: a tie-breaker, never decisive.
-* **Fronts**: ``island_tools.forward_axis`` (``mirror_relief``) on the unit's mesh; when it
-  is undetermined, the measured tall part (the side a backrest or headboard stands on is
-  the back) or, for case furniture, a wall right behind one long side.
-* **Placement**: a seat belongs to the table, desk or TV stand it faces
-  (``FACING_MAX_DEG``) and stands near (``TABLE_REACH_M`` from the table's footprint;
-  ``TV_MIN_M``-``TV_MAX_M`` before a TV stand's front); a nightstand to the bed whose head
-  end it flanks (``BED_SIDE_GAP_M`` beside a long side, within ``BED_HEAD_REACH_M`` of the
-  headboard end); a coffee table to the sofa it stands before. A unit that qualifies for
-  two anchors is proposed with the better one but ``uncertain``, naming the other.
+how sure it is and why. Roles come from measured geometry, not names
+(``island_tools.scene.furniture``); fronts and memberships from placement
+(``island_tools.scene.members``); the units of a .blend from its hierarchy
+(``island_tools.scene.scene_units``). A unit that qualifies for two anchors is proposed
+with the better one but ``uncertain``, naming the other.
 
 Doubt is never decided silently: a member that could belong to two anchors, a front or role
-the geometry does not settle, or a pattern the members' edges match no pattern of (and the
-count rule cannot name) makes the group ``uncertain`` with the reasons. Target specs come
-from ``validate.resolve_target_spec`` (the pipeline's own inference and conventions) fed the
-role and, for tables, the pattern the members' edges show.
+the geometry does not settle, a lopsided arrangement that matches no pattern, or a unit no
+role fits standing where a member would, makes the group ``uncertain`` with the reasons.
+Target specs come from ``validate.resolve_target_spec`` (the pipeline's own inference and
+conventions) fed the role and, for tables, the pattern the members' edges show.
 
 The graph document adds, per group, ``proposal`` (status, confidence, reasons, evidence,
 member_confidence, uncertain_members) and, on top, ``proposed`` (by, scene_sha256,
-unassigned); ``relation_graph.parse_relation_graph`` validates both.
+unassigned); ``relation_graph.parse_relation_graph`` validates both
+(docs/SCENE_PIPELINE.md, "Proposing a relation graph").
 """
 from __future__ import annotations
 
