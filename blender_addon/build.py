@@ -1,8 +1,9 @@
-"""Build the self-contained extension zips, one per platform (stdlib + pip; no Blender needed).
+"""Build the self-contained extension zips, one per platform, each checked by Blender's validator.
 
-    python blender_addon/build.py                          # all three platforms
+    python blender_addon/build.py                          # every platform of PLATFORMS
     python blender_addon/build.py --platform linux-x64     # one (repeatable)
     python blender_addon/build.py --python 3.11            # only one Python (default 3.11, 3.13)
+    python blender_addon/build.py --validator PATH         # Blender 4.2+'s blender_ext.py or binary
 
 -> ``build/addon/island_refiner-<version>-<platform>.zip`` (``linux_x64``, ``macos_arm64``,
 ``macos_x64``; no Windows zip: the loop's file locks, process groups and the warm worker's
@@ -11,7 +12,8 @@ folder ``island_refiner/``:
 
 * the add-on (``__init__.py``, operators, panel, ``tasks.py`` ...);
 * ``lib/``: the library it runs - ``island_tools``, ``worker``, the loop CLIs of ``scripts``
-  and the default ``DIRECTORYS.yaml`` - copied from this checkout (``.py`` files only);
+  and the default ``DIRECTORYS.yaml`` - copied from this checkout (``.py`` files only), plus
+  ``lib/build_info.json`` (source commit, dirty files, wheels, the validator's Blender);
 * ``wheels/``: the third-party packages the library imports and Blender does not ship
   (``WHEELS``), for every Python of ``--python`` and that platform, downloaded unmodified
   from PyPI with ``pip download --only-binary=:all: --no-deps --platform ... --python-version``
@@ -26,12 +28,28 @@ a wheel whose ``Requires-Dist`` names anything but ``WHEELS`` or ``BLENDER_SHIPS
 build, naming the wheel and the requirement. Zips are reproducible (fixed timestamps, sorted
 entries); wheels are stored, not deflated again. ``cached_build`` (what the tests call)
 keeps built zips under ``~/.cache/island-refiner/addon-zips/<digest of every input>/``.
+
+Only what git tracks is shipped: the packaged files are ``git ls-files`` of this repository;
+an untracked packaged file, or one that differs from HEAD, refuses the build (naming them)
+unless ``--allow-dirty``, when the working tree is shipped as it is and ``build_info.json``
+says ``"dirty": true`` and lists them. Outside git (an exported tree) the files are taken as
+found and ``build_info.json`` says ``"git": false``.
+
+Every zip is written to a temporary name, checked by Blender's own extension validator
+(``blender_ext.py validate``, what ``blender -c extension validate`` runs; the script needs
+only the stdlib) and only then moved to its path: an invalid zip never appears there. The
+validator is, in this order: ``--validator PATH`` or ``$ISLAND_REFINER_EXT_VALIDATOR`` (a
+``blender_ext.py``, run with this Python, or a Blender 4.2+ binary), the ``bpy``
+module of this Python, ``blender`` 4.2+ on PATH. None found fails the build unless
+``--no-validate`` (``build_info.json`` then says ``"validated": false``). Exit codes: 0 built,
+1 a build error (one line: what and the fix), 2 bad arguments.
 """
 from __future__ import annotations
 
 import argparse
 import email.parser
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -57,6 +75,12 @@ LIB_SCRIPTS = ("__init__.py", "_cli.py", "_step_host.py", "_step_host_server.py"
                "init_iter0.py", "iter_step.py")
 ZIP_TIME = (2024, 1, 1, 0, 0, 0)
 ZIP_CACHE_KEEP = 3   # cached_build keeps the zips of this many most recent input digests
+VALIDATOR_ENV = "ISLAND_REFINER_EXT_VALIDATOR"
+VALIDATOR_MIN_BLENDER = (4, 2)  # extensions (and their validator) exist from 4.2 on
+# Inside a Blender (or bpy) install: <X.Y>/scripts/...; tags.py is what `blender -c extension
+# validate` checks tags against, so the standalone script is given it too.
+VALIDATOR_SCRIPT = "scripts/addons_core/bl_pkg/cli/blender_ext.py"
+VALIDATOR_TAGS = "scripts/modules/_bpy_internal/extensions/tags.py"
 
 
 def cache_root() -> Path:
@@ -105,21 +129,264 @@ def manifest_field(name: str) -> str:
     return match.group(1)
 
 
-def addon_files() -> list[Path]:
-    return [p for p in sorted(ADDON_DIR.glob("*.py")) if p.name not in EXCLUDE]
+MANIFEST = "blender_addon/blender_manifest.toml"
+LIB_EXTRA = (*(f"scripts/{name}" for name in LIB_SCRIPTS), "DIRECTORYS.yaml")
+PACKAGED_ROOTS = ("blender_addon", *LIB_PACKAGES, "scripts", "DIRECTORYS.yaml")
+REQUIRED = ("blender_addon/__init__.py", MANIFEST, *LIB_EXTRA)
 
 
-def lib_files() -> list[tuple[str, Path]]:
-    """(path inside lib/, source) for the library the add-on runs."""
-    out = []
-    for package in LIB_PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            if "__pycache__" not in path.parts:
-                out.append((path.relative_to(REPO).as_posix(), path))
-    for name in LIB_SCRIPTS:
-        out.append((f"scripts/{name}", REPO / "scripts" / name))
-    out.append(("DIRECTORYS.yaml", REPO / "DIRECTORYS.yaml"))
-    return out
+def packaged(rel: str) -> bool:
+    """Whether the repository-relative path ``rel`` goes into the zip."""
+    parts = rel.split("/")
+    if parts[0] == "blender_addon":
+        return len(parts) == 2 and (rel == MANIFEST
+                                    or (rel.endswith(".py") and parts[1] not in EXCLUDE))
+    if parts[0] in LIB_PACKAGES:
+        return rel.endswith(".py") and "__pycache__" not in parts
+    return rel in LIB_EXTRA
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The files a zip is made of (repository-relative, sorted) and what git says of them."""
+    files: tuple[str, ...]
+    commit: str | None                   # HEAD; None outside git
+    git: bool
+    dirty: dict[str, list[str]]          # kind -> packaged files not as in HEAD; {} when clean
+
+    def addon(self) -> list[str]:
+        return [f for f in self.files if f.startswith("blender_addon/") and f.endswith(".py")]
+
+    def lib(self) -> list[str]:
+        return [f for f in self.files if not f.startswith("blender_addon/")]
+
+    def info(self) -> dict[str, object]:
+        """What ``build_info.json`` says of the source."""
+        if not self.git:
+            return {"source_commit": None, "git": False,
+                    "source": "no git (an exported tree): the files as found"}
+        info: dict[str, object] = {"source_commit": self.commit, "git": True,
+                                   "dirty": bool(self.dirty)}
+        if self.dirty:
+            info["dirty_files"] = self.dirty
+        return info
+
+
+def _git(repo: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def _nul_split(text: str | None) -> list[str]:
+    return [item for item in (text or "").split("\0") if item]
+
+
+def sources(repo: Path = REPO) -> Sources:
+    """The packaged files: ``git ls-files`` of ``repo`` (plus what is untracked, reported as
+    dirty with what differs from HEAD); every file as found when ``repo`` is no git checkout
+    of its own (an exported tree, perhaps inside another repository)."""
+    top = _git(repo, "rev-parse", "--show-toplevel")
+    commit = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD") if top else None
+    if not top or not commit or Path(top.strip()).resolve() != repo.resolve():
+        found = []
+        for root in PACKAGED_ROOTS:
+            base = repo / root
+            for path in (base.rglob("*") if base.is_dir() else [base]):
+                if path.is_file():
+                    found.append(path.relative_to(repo).as_posix())
+        return Sources(tuple(sorted(f for f in found if packaged(f))), None, False, {})
+    spec = ("--", *PACKAGED_ROOTS)
+    tracked = {f for f in _nul_split(_git(repo, "ls-files", "-z", *spec)) if packaged(f)}
+    untracked = {f for f in _nul_split(_git(repo, "ls-files", "-z", "--others",
+                                            "--exclude-standard", *spec)) if packaged(f)}
+    changed = _nul_split(_git(repo, "diff", "-z", "--name-status", "--no-renames", "HEAD",
+                              *spec))
+    kinds = {"M": "modified", "T": "modified", "A": "added", "D": "deleted"}
+    dirty: dict[str, set[str]] = {}
+    for status, rel in zip(changed[::2], changed[1::2]):
+        if packaged(rel):
+            dirty.setdefault(kinds.get(status[0], "modified"), set()).add(rel)
+    if untracked:
+        dirty["untracked"] = untracked
+    files = {f for f in tracked | untracked if (repo / f).is_file()}
+    return Sources(tuple(sorted(files)), commit.strip(), True,
+                   {kind: sorted(paths) for kind, paths in sorted(dirty.items())})
+
+
+def refuse_dirty(src: Sources) -> None:
+    """One line naming the packaged files that are untracked or differ from HEAD."""
+    if not src.dirty:
+        return
+    shown: list[str] = []
+    count = 0
+    for kind, paths in src.dirty.items():
+        room = max(0, 8 - count)  # name at most eight files: the line stays one line
+        count += len(paths)
+        if paths[:room]:
+            shown.append(f"{kind} {', '.join(paths[:room])}")
+    more = count - min(count, 8)
+    listed = "; ".join(shown)
+    raise BuildError(
+        f"{count} packaged file(s) untracked or not as in HEAD {(src.commit or '')[:12]}: "
+        f"{listed}{f' and {more} more' if more else ''} (fix: commit or remove them, or pass "
+        "--allow-dirty to ship the tree as it is, listed in build_info.json)")
+
+
+def require_files(src: Sources) -> None:
+    missing = [rel for rel in REQUIRED if rel not in src.files]
+    if missing:
+        raise BuildError(f"{missing[0]} is missing from the checkout (fix: restore it; every "
+                         "zip carries it)")
+
+
+@dataclass(frozen=True)
+class Validator:
+    """Blender's extension validator: ``command`` + the zip's path."""
+    command: tuple[str, ...]
+    via: str                          # where it was found
+    blender_version: str | None       # the Blender it comes with
+
+    def info(self) -> dict[str, object]:
+        return {"via": self.via, "blender_version": self.blender_version}
+
+    def check(self, archive: Path, shown_as: Path) -> None:
+        """Raise ``BuildError`` (one line naming ``shown_as``, the field and the fix) unless
+        the validator accepts ``archive``."""
+        try:
+            proc = subprocess.run([*self.command, str(archive)], capture_output=True,
+                                  text=True, check=False, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise BuildError(f"the extension validator ({self.via}) did "
+                             f"not run: {exc} (fix: pass --validator PATH)") from exc
+        output = proc.stdout + proc.stderr
+        if proc.returncode == 0 and "FATAL_ERROR" not in output:
+            return
+        raise BuildError(f"{shown_as}: {validator_error(output)}")
+
+
+def validator_error(output: str) -> str:
+    """The validator's first complaint as 'field: what (fix: where)'."""
+    errors = [ln.removeprefix("FATAL_ERROR:").strip() for ln in output.splitlines()
+              if ln.startswith("FATAL_ERROR")]
+    detail = [e for e in errors if not e.startswith("Error parsing TOML in")] or errors or [
+        ln.strip() for ln in output.splitlines() if ln.strip()][-1:] or ["no output"]
+    more = f" (+{len(detail) - 1} more)" if len(detail) > 1 else ""
+    msg = detail[0]
+    field, why = None, msg
+    if m := re.match(r'key "([^"]+)" invalid: (?:value of "([^"]+)": )?(.*)', msg):
+        field, why = m[1] + (f".{m[2]}" if m[2] else ""), m[3]
+    elif m := re.match(r'missing "([^"]+)"', msg):
+        field, why = m[1], "missing"
+    elif m := re.match(r'"([^"]+)" must be', msg):
+        field = m[1]
+    if field is None:
+        return (f"Blender's extension validator rejects it: {msg}{more} (fix: see "
+                "blender_addon/blender_manifest.toml and blender_addon/build.py)")
+    where = ("blender_addon/build.py, which writes it" if field.split(".")[0]
+             in ("platforms", "wheels") else "blender_addon/blender_manifest.toml")
+    return (f"blender_manifest.toml {field}: {why}{more} (fix: change {field} in {where}; "
+            "Blender's extension validator rejects the zip)")
+
+
+def _install_version(script: Path) -> tuple[Path | None, str | None]:
+    """(the ``<X.Y>`` folder, the Blender version) of a ``.../<X.Y>/scripts/.../blender_ext.py``:
+    the bpy wheel's own version when the folder is inside a bpy package, else X.Y."""
+    if not script.as_posix().endswith(VALIDATOR_SCRIPT):
+        return None, None
+    root = script.parents[len(Path(VALIDATOR_SCRIPT).parts) - 1]
+    if not re.fullmatch(r"\d+\.\d+", root.name):
+        return root, None
+    if root.parent.name == "bpy":
+        dists = sorted(root.parent.parent.glob("bpy-*.dist-info"))
+        if dists:
+            return root, dists[-1].name.removeprefix("bpy-").removesuffix(".dist-info")
+    return root, root.name
+
+
+def script_validator(script: Path, via: str) -> Validator:
+    """The standalone ``blender_ext.py``, run with this Python (it needs only the stdlib of
+    3.11+), with Blender's tag list when it sits next to it as in every install."""
+    root, found = _install_version(script)
+    command = [sys.executable, "-I", str(script), "validate"]
+    if root is not None and (root / VALIDATOR_TAGS).is_file():
+        command += ["--valid-tags", str(root / VALIDATOR_TAGS)]
+    return Validator(tuple(command), via, found)
+
+
+def blender_version(binary: str) -> tuple[tuple[int, ...], str] | None:
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              check=False, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"^Blender (\d+)\.(\d+)(?:\.(\d+))?", proc.stdout, re.MULTILINE)
+    if m is None:
+        return None
+    numbers = tuple(int(g) for g in m.groups() if g is not None)
+    return numbers, ".".join(map(str, numbers))
+
+
+def binary_validator(binary: str, via: str) -> Validator | str:
+    """``blender --command extension validate`` of a Blender 4.2+, or why not."""
+    version = blender_version(binary)
+    if version is None:
+        return f"{binary} ({via}) does not say its version to --version"
+    if version[0][:2] < VALIDATOR_MIN_BLENDER:
+        return f"{binary} ({via}) is Blender {version[1]}, older than 4.2"
+    return Validator((binary, "--factory-startup", "--command", "extension", "validate"), via,
+                     version[1])
+
+
+def bpy_validator() -> Validator | None:
+    """The validator the ``bpy`` module of this Python ships (found without importing it)."""
+    spec = importlib.util.find_spec("bpy")
+    if spec is None or not spec.origin:
+        return None
+    scripts = [s for s in Path(spec.origin).parent.glob(f"*/{VALIDATOR_SCRIPT}")
+               if _install_version(s)[1]]
+    if not scripts:
+        return None
+    script = max(scripts, key=lambda s: tuple(map(int, s.parents[4].name.split("."))))
+    return script_validator(script, "the bpy module")
+
+
+def find_validator(explicit: str | None = None) -> Validator:
+    """``explicit`` (``--validator``) or ``$ISLAND_REFINER_EXT_VALIDATOR``: a ``blender_ext.py``
+    or a Blender 4.2+ binary; else the ``bpy`` module's; else ``blender`` 4.2+ on PATH."""
+    chosen, via = explicit, "--validator"
+    if not chosen:
+        chosen, via = os.environ.get(VALIDATOR_ENV) or None, f"${VALIDATOR_ENV}"
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.is_file():
+            raise BuildError(f"{via} {chosen}: no such file (fix: give Blender 4.2+'s "
+                             f"<X.Y>/{VALIDATOR_SCRIPT} or a Blender 4.2+ binary)")
+        if path.suffix == ".py":
+            return script_validator(path.resolve(), via)
+        found = binary_validator(str(path), via)
+        if isinstance(found, str):
+            raise BuildError(f"{found} (fix: give Blender 4.2+'s binary or its "
+                             f"<X.Y>/{VALIDATOR_SCRIPT})")
+        return found
+    bpy_found = bpy_validator()
+    if bpy_found is not None:
+        return bpy_found
+    notes = ""
+    on_path = shutil.which("blender")
+    if on_path:
+        found = binary_validator(on_path, "blender on PATH")
+        if isinstance(found, Validator):
+            return found
+        notes = f" ({found})"
+    raise BuildError(
+        f"no extension validator found{notes} (fix: pass --validator PATH or set "
+        f"${VALIDATOR_ENV} to Blender 4.2+'s <X.Y>/{VALIDATOR_SCRIPT} or binary, install the "
+        "bpy module into this Python, or put Blender 4.2+ on PATH as blender; --no-validate "
+        "builds without, build_info.json then says validated: false)")
 
 
 def _norm(name: str) -> str:
@@ -196,15 +463,6 @@ def manifest(platform: Platform, wheels: list[Path]) -> str:
     return text[:at] + "\n".join(keys) + "\n" + text[at:] + "\n"
 
 
-def _git_commit() -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, check=False, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() or None
-
-
 def _add(zf: zipfile.ZipFile, name: str, data: bytes, stored: bool = False) -> None:
     info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
     info.external_attr = 0o644 << 16
@@ -213,65 +471,94 @@ def _add(zf: zipfile.ZipFile, name: str, data: bytes, stored: bool = False) -> N
 
 
 def build_platform(platform: Platform, out_dir: Path, cache: Path,
-                   pythons: tuple[str, ...] = PYTHONS) -> Path:
+                   pythons: tuple[str, ...] = PYTHONS, src: Sources | None = None,
+                   validator: Validator | None = None) -> Path:
+    """One zip, written under a temporary name, checked by ``validator`` (when given) and
+    only then moved to its path."""
+    src = src or sources()
     package = manifest_field("id")
     wheels = [w for py in pythons for w in download_wheels(platform, py, cache)]
     out = out_dir / f"{package}-{manifest_field('version')}-{platform.suffix}.zip"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    build_info = {"platform": platform.blender, "pythons": list(pythons),
-                  "source_commit": _git_commit(), "wheels": sorted(w.name for w in wheels)}
+    tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.zip")
+    build_info = {"platform": platform.blender, "pythons": list(pythons), **src.info(),
+                  "validated": validator is not None,
+                  "validator": validator.info() if validator else None,
+                  "wheels": sorted(w.name for w in wheels)}
     try:
         with zipfile.ZipFile(tmp, "w") as zf:
-            for path in addon_files():
-                _add(zf, f"{package}/{path.name}", path.read_bytes())
+            for rel in src.addon():
+                _add(zf, f"{package}/{Path(rel).name}", (REPO / rel).read_bytes())
             _add(zf, f"{package}/blender_manifest.toml",
                  manifest(platform, wheels).encode("utf-8"))
-            for rel, path in lib_files():
-                _add(zf, f"{package}/lib/{rel}", path.read_bytes())
+            for rel in src.lib():
+                _add(zf, f"{package}/lib/{rel}", (REPO / rel).read_bytes())
             _add(zf, f"{package}/lib/build_info.json",
                  (json.dumps(build_info, indent=2) + "\n").encode("utf-8"))
             for wheel in sorted(wheels, key=lambda p: p.name):
                 _add(zf, f"{package}/wheels/{wheel.name}", wheel.read_bytes(), stored=True)
+        if validator is not None:
+            validator.check(tmp, out)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     return out
 
 
-def build(out_dir: str | Path, platforms: list[str] | None = None,
-          pythons: tuple[str, ...] = PYTHONS, cache: str | Path | None = None) -> list[Path]:
-    """Build one zip per platform; returns their paths."""
-    names = platforms or list(PLATFORMS)
+def _build(out_dir: Path, names: list[str], pythons: tuple[str, ...], cache: str | Path | None,
+           src: Sources, validator: Validator | None) -> list[Path]:
     unknown = [n for n in names if n not in PLATFORMS]
     if unknown:
         raise BuildError(f"unknown platform {unknown[0]!r} (one of {', '.join(PLATFORMS)})")
+    require_files(src)
     cache_dir = Path(cache) if cache else cache_root() / "addon-wheels"
-    return [build_platform(PLATFORMS[n], Path(out_dir), cache_dir, tuple(pythons))
+    return [build_platform(PLATFORMS[n], out_dir, cache_dir, pythons, src, validator)
             for n in names]
 
 
-def inputs_digest(pythons: tuple[str, ...] = PYTHONS) -> str:
+def build(out_dir: str | Path, platforms: list[str] | None = None,
+          pythons: tuple[str, ...] = PYTHONS, cache: str | Path | None = None, *,
+          validator: str | None = None, validate: bool = True,
+          allow_dirty: bool = False) -> list[Path]:
+    """Build one zip per platform (default: every one of ``PLATFORMS``); returns their
+    paths. Refuses a dirty tree unless ``allow_dirty``; validates each zip unless not
+    ``validate`` (``validator``: see ``find_validator``)."""
+    src = sources()
+    if not allow_dirty:
+        refuse_dirty(src)
+    checker = find_validator(validator) if validate else None
+    return _build(Path(out_dir), platforms or list(PLATFORMS), tuple(pythons), cache, src,
+                  checker)
+
+
+def inputs_digest(pythons: tuple[str, ...] = PYTHONS, src: Sources | None = None,
+                  validator: Validator | None = None) -> str:
     """sha256 over everything a zip is made of except the (cached, immutable) wheels: the
-    add-on and library files, the manifest, this script, the Pythons asked for."""
-    h = hashlib.sha256(json.dumps([list(pythons), sorted(WHEELS.values()),
-                                   _git_commit()]).encode())
-    files = [(p.name, p) for p in addon_files()] + lib_files() + [
-        ("blender_manifest.toml", ADDON_DIR / "blender_manifest.toml"),
-        ("build.py", Path(__file__).resolve())]
+    add-on and library files and what git says of them, the manifest, this script, the
+    Pythons asked for, the validator."""
+    src = src or sources()
+    h = hashlib.sha256(json.dumps([list(pythons), sorted(WHEELS.values()), src.info(),
+                                   validator.info() if validator else None]).encode())
+    files = [(rel, REPO / rel) for rel in src.files] + [("build.py", Path(__file__).resolve())]
     for rel, path in files:
         h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
 def cached_build(platforms: list[str] | None = None, pythons: tuple[str, ...] = PYTHONS,
-                 root: str | Path | None = None) -> list[Path]:
+                 root: str | Path | None = None, *, allow_dirty: bool = True) -> list[Path]:
     """``build`` into ``<cache>/addon-zips/<inputs_digest>/`` unless those zips are there
     already (a rerun with unchanged sources costs nothing); older digests beyond the
-    ``ZIP_CACHE_KEEP`` most recent are removed."""
+    ``ZIP_CACHE_KEEP`` most recent are removed. The zips are validated as ``build``'s are;
+    the tree is taken as it is by default (the tests run in checkouts with work in
+    progress): their ``build_info.json`` then says ``"dirty": true``."""
     names = platforms or list(PLATFORMS)
+    src = sources()
+    if not allow_dirty:
+        refuse_dirty(src)
+    validator = find_validator()
     base = Path(root) if root else cache_root() / "addon-zips"
-    out = base / inputs_digest(pythons)
+    out = base / inputs_digest(pythons, src, validator)
     package, version = manifest_field("id"), manifest_field("version")
 
     def path(name: str) -> Path:
@@ -279,7 +566,7 @@ def cached_build(platforms: list[str] | None = None, pythons: tuple[str, ...] = 
 
     missing = [n for n in names if n not in PLATFORMS or not path(n).is_file()]
     if missing:
-        build(out, missing, pythons)  # unknown names raise BuildError there
+        _build(out, missing, tuple(pythons), None, src, validator)  # unknown names raise there
     zips = [path(n) for n in names]
     out.touch()
     others = sorted((d for d in base.iterdir() if d.is_dir() and d != out),
@@ -290,17 +577,33 @@ def cached_build(platforms: list[str] | None = None, pythons: tuple[str, ...] = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="blender_addon/build.py",
-                                description=__doc__.splitlines()[0])
+    built = ", ".join(PLATFORMS)
+    p = argparse.ArgumentParser(
+        prog="blender_addon/build.py", description=__doc__.splitlines()[0],
+        epilog=f"Platforms built: {built} (no Windows zip: docs/ADDON.md 'Known limits'). "
+               "Exit codes: 0 built, 1 build error, 2 bad arguments.")
     p.add_argument("--out", default=str(REPO / "build" / "addon"))
     p.add_argument("--platform", action="append", choices=list(PLATFORMS),
-                   help="default: all four")
+                   help=f"repeatable; default: every platform built ({built})")
     p.add_argument("--python", action="append", help="default: 3.11 and 3.13")
     p.add_argument("--wheel-cache", default=None,
                    help="default: ~/.cache/island-refiner/addon-wheels")
+    check = p.add_mutually_exclusive_group()
+    check.add_argument("--validator", metavar="PATH",
+                       help=f"Blender 4.2+'s <X.Y>/{VALIDATOR_SCRIPT} (run with this Python) "
+                            f"or a Blender 4.2+ binary; default: ${VALIDATOR_ENV}, else the "
+                            "bpy module of this Python, else blender 4.2+ on PATH")
+    check.add_argument("--no-validate", action="store_true",
+                       help="build without Blender's validator (build_info.json: "
+                            '"validated": false)')
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="ship packaged files that are untracked or differ from HEAD "
+                        '(build_info.json: "dirty": true and their list)')
     args = p.parse_args(argv)
     try:
-        zips = build(args.out, args.platform, tuple(args.python or PYTHONS), args.wheel_cache)
+        zips = build(args.out, args.platform, tuple(args.python or PYTHONS), args.wheel_cache,
+                     validator=args.validator, validate=not args.no_validate,
+                     allow_dirty=args.allow_dirty)
     except BuildError as exc:
         print(f"build.py: error: {exc}", file=sys.stderr)
         return 1

@@ -195,9 +195,12 @@ def check_policy(transforms: Transforms, n: int, group_size: int,
     if not exception:
         k = len(moved)
         if k < phase.min_members:
+            still = sorted(set(transforms.members) - set(moved))
             raise TransformsError(
-                f"{phase.label} moves at least {phase.min_members} members per iteration, "
-                f"got {k} ({listed})", file=file, field="members",
+                f"{phase.label} must move at least {phase.min_members} members per "
+                f"iteration (the contract's magnitude policy), got {k} ({listed})"
+                + (f"; {', '.join(still)} move(s) less than {frames.MOVE_TOL_TEXT}, which "
+                   "does not count" if still else ""), file=file, field="members",
                 fix=f"plan one coordinated multi-member action; a single member may move "
                     f"alone only if iter_{n - 1}/geometry.json shows it penetrating")
         if phase.max_members is not None and k > phase.max_members:
@@ -760,8 +763,7 @@ def _loop(group: Group, pol: Policy, settings: Settings, run_job: RunJob, max_it
             exit_code = code
             stop = {"decide": "agent failed", "write": "decision rejected",
                     "step": "iter_step failed"}[stage] + f" at iter {n} (exit {code})"
-            _say(progress, f"[agent] iter {n}: {stage} failed (exit {code}): {message}")
-            break
+            break   # no progress line: the caller prints the failure, once
         final = n
         members = written.doc["members"]
         consecutive_empty = 0 if members else consecutive_empty + 1

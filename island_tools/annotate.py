@@ -9,7 +9,9 @@ draws over ``render_bev.png`` (pillow only, no bpy):
   symmetric member of order 2 or 4: a double-headed or 4-way mark along
   ``facing_reference_canonical``, any of whose arms may point at the target), a green tick
   toward its ``facing_target``, and a label with its name and facing error (red background
-  when geometry.json lists a penetration);
+  when geometry.json lists a penetration) behind it; labels never overlap each other or the
+  legend: one that would (chairs side by side in a row, as in front of a TV) moves further
+  behind its member, one box at a time;
 * a legend and a 1 m scale bar.
 
 Pixel mapping (the worker's BEV camera, ``worker/render.py``): orthographic, centred on
@@ -25,7 +27,7 @@ import io
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import atomic
 from .errors import WorkerError
@@ -40,6 +42,8 @@ SYMMETRIC_ARM_M = 0.32    # each arm of a symmetric member's double-headed / 4-w
 HEAD_LEN_M = 0.12
 HEAD_HALF_WIDTH_M = 0.07
 LABEL_BEHIND_M = 0.45     # past the back of a dining chair (~0.5 m deep)
+LABEL_GAP_PX = 3          # at least this many pixels between two labels
+LABEL_TRIES = 8           # places tried behind a member before a label may overlap
 ARROW_COLOR = (0, 0, 0)
 TICK_COLOR = (0, 150, 0)
 ANCHOR_COLOR = (30, 60, 200)
@@ -100,9 +104,11 @@ def annotate_bev(bev_png: Path, out_png: Path, geometry: Mapping[str, Any],
         return math.floor(u), math.floor(v)
 
     _anchor(draw, geometry.get("anchor") or {}, at, px_per_m, font, line)
-    for name, m in sorted((geometry.get("members") or {}).items()):
-        _member(draw, name, m, at, font, line)
-    _legend(draw, px_per_m, font, line)
+    labels = [label for name, m in sorted((geometry.get("members") or {}).items())
+              if (label := _member(draw, name, m, at, font, line)) is not None]
+    taken = [_legend(draw, px_per_m, font, line)]
+    for label in labels:   # last, so no arrow is drawn over a label
+        taken.append(_place_label(draw, label, font, taken, img.size))
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     atomic.write_bytes(out_png, buf.getvalue())
@@ -144,10 +150,11 @@ def _segment(draw: ImageDraw.ImageDraw, start: tuple[float, float], direction: l
 
 
 def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: ToPixel,
-            font: Any, line: int) -> None:
+            font: Any, line: int) -> Label | None:
+    """Draw the member's marks; return its label (drawn last, by ``_place_label``)."""
     centre = m.get("footprint_centre")
     if not centre:
-        return
+        return None
     forward = m.get("forward_canonical")
     target = m.get("facing_target")
     if target:
@@ -169,12 +176,56 @@ def _member(draw: ImageDraw.ImageDraw, name: str, m: Mapping[str, Any], at: ToPi
     back = forward or [0.0, 1.0]
     lx, ly = centre[0] - back[0] * LABEL_BEHIND_M, centre[1] - back[1] * LABEL_BEHIND_M
     bg = LABEL_BG_PENETRATING if m.get("penetrations") else LABEL_BG
-    box = draw.textbbox(at(lx, ly), text, font=font, anchor="mm")
-    draw.rectangle([box[0] - 2, box[1] - 1, box[2] + 2, box[3] + 1], fill=bg)
-    draw.text(at(lx, ly), text, fill=(0, 0, 0), font=font, anchor="mm")
+    norm = math.hypot(back[0], back[1]) or 1.0
+    # image rows grow downward: canonical +Y is -v
+    return Label(text, at(lx, ly), (-back[0] / norm, back[1] / norm), bg)
 
 
-def _legend(draw: ImageDraw.ImageDraw, px_per_m: float, font: Any, line: int) -> None:
+class Label(NamedTuple):
+    text: str
+    at: tuple[int, int]               # pixel of the label's centre, behind its member
+    away: tuple[float, float]         # unit pixel direction further behind the member
+    background: tuple[int, int, int]
+
+
+Box = tuple[int, int, int, int]
+
+
+def _label_box(draw: ImageDraw.ImageDraw, text: str, at: tuple[int, int], font: Any) -> Box:
+    x0, y0, x1, y1 = draw.textbbox(at, text, font=font, anchor="mm")
+    return (int(x0) - 2, int(y0) - 1, int(x1) + 2, int(y1) + 1)
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    """Closer than ``LABEL_GAP_PX`` (boxes are inclusive pixel ranges, as PIL draws them)."""
+    gap = LABEL_GAP_PX
+    return (a[0] <= b[2] + gap and b[0] <= a[2] + gap
+            and a[1] <= b[3] + gap and b[1] <= a[3] + gap)
+
+
+def _place_label(draw: ImageDraw.ImageDraw, label: Label, font: Any, taken: list[Box],
+                 size: tuple[int, int]) -> Box:
+    """Draw ``label`` at its place behind its member or, when that box would touch one
+    already drawn (members side by side in a row, the legend) or leave the image, one box
+    further behind at a time; the first free place wins (else the first place)."""
+    first = _label_box(draw, label.text, label.at, font)
+    du, dv = label.away
+    step = (abs(du) * (first[2] - first[0]) + abs(dv) * (first[3] - first[1])
+            + LABEL_GAP_PX + 1)
+    chosen, where = first, label.at
+    for k in range(LABEL_TRIES):
+        at = (round(label.at[0] + du * step * k), round(label.at[1] + dv * step * k))
+        box = _label_box(draw, label.text, at, font)
+        inside = box[0] >= 0 and box[1] >= 0 and box[2] < size[0] and box[3] < size[1]
+        if inside and not any(_overlap(box, other) for other in taken):
+            chosen, where = box, at
+            break
+    draw.rectangle(list(chosen), fill=label.background)
+    draw.text(where, label.text, fill=(0, 0, 0), font=font, anchor="mm")
+    return chosen
+
+
+def _legend(draw: ImageDraw.ImageDraw, px_per_m: float, font: Any, line: int) -> Box:
     pad = 8
     text = ("canonical BEV: +X right, +Y up; bar: 1 m\n"
             "black arrow: forward, green: facing target, blue: anchor\n"
@@ -184,3 +235,5 @@ def _legend(draw: ImageDraw.ImageDraw, px_per_m: float, font: Any, line: int) ->
     draw.multiline_text((pad, pad), text, fill=(0, 0, 0), font=font)
     y = box[3] + 3 * line + 4
     draw.line([(pad, y), (pad + px_per_m, y)], fill=(0, 0, 0), width=line)
+    return (int(box[0]) - 3, int(box[1]) - 2, int(max(box[2] + 3, pad + px_per_m)),
+            int(y + line))

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import EXIT_INTERNAL, IslandError, from_oserror
+from .errors import EXIT_INTERNAL, IslandError, from_oserror, printable
 
 ENV_DEBUG = "ISLAND_REFINER_DEBUG"
 
@@ -68,7 +68,7 @@ def failure(prog: str, exc: BaseException) -> tuple[int, str]:
     if os.environ.get(ENV_DEBUG, "").strip() not in ("", "0"):
         sys.stderr.write(text)
     kept = _keep_traceback(prog, text)
-    msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+    msg = printable(" ".join(f"{type(exc).__name__}: {exc}".split()))
     where = f"traceback in {kept}" if kept else "traceback not kept (nowhere writable)"
     return EXIT_INTERNAL, (f"[{prog}] error (exit {EXIT_INTERNAL}): internal: {msg} ({where}; "
                            f"set {ENV_DEBUG}=1 to print it)")

@@ -15,17 +15,20 @@ Exit codes (the contract's 0/4/5/6 plus the ones this project documents):
 6     geometry computation failed
 7     Blender/worker failure (file saved by a newer Blender, render failed,
       Blender binary missing or crashed)
-8     group inputs invalid: metadata.json / island.blend missing or malformed
+8     group inputs invalid: metadata.json / island.blend missing or malformed (a .blend
+      cut short or one Blender cannot read included)
 9     the external agent command failed (timeout, non-zero exit, output that is not
       one JSON decision, more than the output cap) - scripts/agent.py run
 10    the filesystem refused a write: read-only or immutable directory, no space left,
-      a mount inside the group (cross-device rename); nothing was half-written
+      a mount inside the group (cross-device rename); nothing was half-written. Also the
+      scene pipeline's, in any stage (the run stops; the group is not failed)
 20-22 scene pipeline outcomes (island_tools/scene/errors.py)
 ====  ==========================================================================
 """
 from __future__ import annotations
 
 import errno
+import unicodedata
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -38,6 +41,44 @@ EXIT_WORKER = 7
 EXIT_GROUP_INPUT = 8
 EXIT_AGENT = 9
 EXIT_FILESYSTEM = 10
+
+
+# Characters that would move the cursor, recolour the terminal, reorder the line (bidi
+# controls) or break it: every C0/C1 control and DEL, line and paragraph separators, and the
+# bidirectional formatting characters.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                  "\u2066\u2067\u2068\u2069")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _unsafe(ch: str) -> bool:
+    return ch in _BIDI or unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+
+
+def _escape(ch: str) -> str:
+    if ch in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as its Python escape (``\\n``,
+    ``\\x1b``, ``\\u202e``), so a name echoed in an error line can neither break the line
+    nor drive the terminal; other characters (backslashes too) are kept as they are."""
+    if all(ch.isprintable() or ch == " " for ch in text):
+        return text
+    return "".join(_escape(ch) if _unsafe(ch) else ch for ch in text)
+
+
+def quoted(name: object) -> str:
+    """A name (object, member, group) in single quotes for a message, control characters
+    escaped: a newline in a name is shown as ``\\n``, not folded into the line."""
+    return f"'{printable(str(name))}'"
+
+
+def _prose(text: str) -> str:
+    return printable(" ".join(str(text).split()))
 
 
 class IslandError(Exception):
@@ -54,15 +95,21 @@ class IslandError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """``file, field 'F': reason (fix: ...)`` on one line, safe to echo to a terminal:
+        the file and the field keep every character, control characters escaped
+        (``printable``); in the reason and the fix, whitespace runs (a newline included)
+        become one space and any other control character is escaped."""
         parts = []
         if self.file:
-            parts.append(str(self.file))
+            parts.append(printable(str(self.file)))
         if self.field:
-            parts.append(f"field '{self.field}'")
-        head = ": ".join([", ".join(parts), self.reason]) if parts else self.reason
+            parts.append(f"field '{printable(str(self.field))}'")
+        head = _prose(self.reason)
+        if parts:
+            head = f"{', '.join(parts)}: {head}"
         if self.fix:
-            head += f" (fix: {self.fix})"
-        return " ".join(head.split())
+            head += f" (fix: {_prose(self.fix)})"
+        return head
 
 
 class UsageError(IslandError):
@@ -143,7 +190,7 @@ def error_dict(exc: BaseException) -> dict[str, object]:
         return {"type": type(exc).__name__, "message": " ".join(str(exc).split()),
                 "exit_code": int(exc.exit_code)}
     return {"type": "InternalError",
-            "message": " ".join(f"{type(exc).__name__}: {exc}".split()),
+            "message": _prose(f"{type(exc).__name__}: {exc}"),
             "exit_code": EXIT_INTERNAL}
 
 
@@ -160,10 +207,11 @@ def refusal_line(found: list[dict]) -> str:
     """One line for the worker's unit refusals (``worker.units``): the first in full (member,
     object, cause, fix), the next few by object and cause."""
     first = found[0]
-    line = (f"member '{first['member']}': '{first['object']}' {first['cause']} "
+    line = (f"member {quoted(first['member'])}: {quoted(first['object'])} {first['cause']} "
             f"(fix: {first['fix']})")
     if len(found) > 1:
-        line += "; also: " + "; ".join(f"'{r['object']}' {r['cause']}" for r in found[1:4])
+        line += "; also: " + "; ".join(f"{quoted(r['object'])} {r['cause']}"
+                                      for r in found[1:4])
         if len(found) > 4:
             line += f"; and {len(found) - 4} more"
     return line

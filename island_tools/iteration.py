@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import atomic, frames, meshcache
+from . import atomic, blendfile, frames, meshcache
 from .annotate import annotate_bev
 from .atomic import sha256_file
 from .config import Settings
@@ -479,6 +479,8 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
     if not island.is_file():
         raise GroupInputError("island.blend is missing", file=str(island),
                               fix="run rebuild_islands (or the fixture builder) first")
+    blendfile.require_whole(island, "rebuild the island (rebuild_islands or the fixture "
+                                    "builder)")
     with group_lock(group.root), staging_dir(group.root, "iter_0") as stage:
         t0 = time.perf_counter()
         iter_stage = stage / "iter_0"
@@ -617,6 +619,8 @@ def iter_step(group_dir: str | os.PathLike[str], n: int, settings: Settings, run
         if not previous.is_file():
             raise GroupInputError(f"iter_{n - 1} has no island.blend", file=str(previous),
                                   fix=f"rerun iter_step.py --iter {n - 1} (or init_iter0.py)")
+        blendfile.require_whole(previous, "rerun init_iter0.py" if n == 1 else
+                                f"rerun iter_step.py --iter {n - 1} (or init_iter0.py)")
         transforms = load_transforms(iter_dir / "transforms.json", n, group.metadata)
         meshes, _ = load_meshes(group)
         axes = forward_axes(group, meshes, {})

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import frames
-from .errors import GroupInputError, TargetSpecError, TransformsError
+from .errors import GroupInputError, TargetSpecError, TransformsError, quoted
 from .jsonio import read_object
 
 PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
@@ -40,6 +40,15 @@ def is_finite(value: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- target_spec
+# Range bounds of target_spec's numbers: a clearance is a gap between pieces of furniture,
+# not a distance across a site (the solver places members by bracketing offsets up to 10 km,
+# and a member moves at most MAX_DELTA_M per iteration), and a group is one anchor with the
+# furniture around it. Larger values are refused when the spec is read (exit 5, or 20 in
+# the relation graph), not found out later by the solver.
+MAX_CLEARANCE_M = 100.0
+MAX_MEMBER_COUNT = 1000
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     anchor_role: str
@@ -67,8 +76,8 @@ class TargetSpec:
 def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> TargetSpec:
     fix = "edit target_spec.json to the contract's schema"
 
-    def bad(fld: str, msg: str) -> TargetSpecError:
-        return TargetSpecError(msg, file=file, field=fld, fix=fix)
+    def bad(fld: str, msg: str, fix_: str = fix) -> TargetSpecError:
+        return TargetSpecError(msg, file=file, field=fld, fix=fix_)
 
     for key in ("anchor_role", "member_count", "pattern", "facing", "spacing", "clearance_m"):
         if key not in doc:
@@ -79,12 +88,19 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
     count = doc["member_count"]
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise bad("member_count", f"must be an integer >= 1, got {count!r}")
+    if count > MAX_MEMBER_COUNT:
+        raise bad("member_count", f"is {count}, more than {MAX_MEMBER_COUNT} members in one "
+                                  "group")
     for key, allowed in (("pattern", PATTERNS), ("facing", FACINGS), ("spacing", SPACINGS)):
         if doc[key] not in allowed:
             raise bad(key, f"{doc[key]!r} is not one of {', '.join(allowed)}")
     clearance = doc["clearance_m"]
     if not _is_number(clearance) or not is_finite(clearance) or clearance < 0:
         raise bad("clearance_m", f"must be a finite number >= 0, got {clearance!r}")
+    if clearance > MAX_CLEARANCE_M:
+        raise bad("clearance_m", f"is {clearance!r} m, more than {MAX_CLEARANCE_M:g} m between "
+                                 "the anchor and a member", "give the clearance in metres, "
+                                 f"from 0 to {MAX_CLEARANCE_M:g}")
     note = doc.get("free_note")
     if note is not None and not isinstance(note, str):
         raise bad("free_note", "must be a string")
@@ -98,6 +114,11 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
     if doc.get("layout") is not None:
         from .layout import LayoutError, parse_layout
 
+        raw = doc["layout"]
+        for key, value in (raw.items() if isinstance(raw, dict) else ()):
+            if _is_number(value) and value > MAX_MEMBER_COUNT:
+                raise bad(f"layout.{key}", f"places {value!r} members, more than "
+                                           f"{MAX_MEMBER_COUNT}")
         try:
             layout = parse_layout(doc["layout"], count)
         except LayoutError as exc:
@@ -108,7 +129,8 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
 
 def load_target_spec(path: Path, n_members: int | None) -> TargetSpec:
     doc = read_object(path, TargetSpecError, "target_spec.json",
-                      "produce target_spec.json (validation step or by hand) before refining")
+                      "produce target_spec.json (validation step or by hand) before refining",
+                      content_fix="")
     return parse_target_spec(doc, str(path), n_members)
 
 
@@ -257,10 +279,10 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
         where = f"members.{name}"
         if name == metadata.anchor_id:
             raise bad(where, "is the anchor; the anchor must not move",
-                      f"remove '{name}' from members")
+                      f"remove {quoted(name)} from members")
         if name not in allowed:
             known = ", ".join(sorted(allowed)[:12])
-            raise bad(where, f"unknown member '{name}' (members: {known})",
+            raise bad(where, f"unknown member {quoted(name)} (members: {known})",
                       "use an object name from metadata.json::members")
         if not isinstance(delta, dict):
             raise bad(where, "must be an object with delta_xyz and delta_yaw_deg")
@@ -268,6 +290,15 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
         if extra:
             raise bad(f"{where}.{sorted(extra)[0]}", "unknown key in a member delta",
                       "only delta_xyz and delta_yaw_deg are allowed")
+        # The contract requires both keys; a newcomer's pure turn leaves delta_xyz out.
+        if "delta_xyz" not in delta:
+            raise bad(f"{where}.delta_xyz", "delta_xyz is required in every member entry, "
+                                            "[0,0,0] for a pure turn",
+                      'add "delta_xyz": [0.0, 0.0, 0.0]')
+        if "delta_yaw_deg" not in delta:
+            raise bad(f"{where}.delta_yaw_deg", "delta_yaw_deg is required in every member "
+                                                "entry, 0 for a pure move",
+                      'add "delta_yaw_deg": 0.0')
         xyz = delta.get("delta_xyz")
         if (not isinstance(xyz, list) or len(xyz) != 3
                 or not all(_is_number(v) for v in xyz)):
@@ -293,12 +324,15 @@ def parse_transforms(doc: dict[str, Any], file: str, expected_iter: int, metadat
     if reason is not None and not isinstance(reason, str):
         raise bad("reason_summary", "must be a string")
     meta = doc.get("_island_meta")
+    filled = ("agent.py write fills it: " + ", ".join(ISLAND_META_FIELDS))
+    meta_fix = ("write the decision with scripts/agent.py write, or add the block by hand "
+                "(docs/examples/transforms.json)")
     if not isinstance(meta, dict):
-        raise bad("_island_meta", "required audit block is missing",
-                  "add _island_meta with " + ", ".join(ISLAND_META_FIELDS))
+        raise bad("_island_meta", f"_island_meta is required ({filled})", meta_fix)
     for key in ISLAND_META_FIELDS:
         if key not in meta:
-            raise bad(f"_island_meta.{key}", "required field is missing")
+            raise bad(f"_island_meta.{key}", f"required field is missing (_island_meta "
+                                             f"needs all six fields; {filled})", meta_fix)
     for key in ("model", "generated_by"):
         if not isinstance(meta[key], str) or not meta[key].strip():
             raise bad(f"_island_meta.{key}", "must be a non-empty string")
@@ -340,5 +374,6 @@ def _parse_utc(stamp: str) -> bool:
 
 def load_transforms(path: Path, expected_iter: int, metadata: Metadata) -> Transforms:
     doc = read_object(path, TransformsError, "transforms.json",
-                      f"write iter_{expected_iter}/transforms.json before stepping")
+                      f"write iter_{expected_iter}/transforms.json before stepping",
+                      content_fix="")
     return parse_transforms(doc, str(path), expected_iter, metadata)

@@ -26,6 +26,9 @@ A command agent gets a JSON prompt on stdin (paths of the
 renders, geometry.json, target_spec.json, the previous transforms.json, the phase and its
 caps) and prints its decision JSON on stdout. See island_tools/adapter.py.
 
+On success the report is stdout and ``[agent] run.json: PATH`` stderr; a failure is one line
+on stderr, ``[agent] error (exit N): ...`` (what failed; the iteration kept, if any; run.json).
+
 Exit codes: 0 ok; 2 usage (bad flag, wrong iteration number); 3 decision rejected (nothing
 written; the line names the member, the cap and the phase); 4 sanity check failed in
 iter_step (the run stopped); 9 agent command failed (timeout, non-zero exit, no JSON);
@@ -100,10 +103,16 @@ def _run(args: argparse.Namespace) -> int:
     report = run_group(args.group_dir, args.policy, settings, run_job, max_iter=args.max_iter,
                        progress=progress_printer(args), timeout_s=args.timeout,
                        model=args.model, generated_by=args.generated_by)
-    print(report.report_text)
-    for error in report.errors:
-        print(f"[agent] error (exit {report.exit_code}): {error}", file=sys.stderr)
-    print(f"[agent] run.json: {report.run_json}", file=sys.stderr)
+    if report.exit_code == 0:
+        print(report.report_text)
+        print(f"[agent] run.json: {report.run_json}", file=sys.stderr)
+        return 0
+    # A failure is one line, as every failure of the loop's CLIs: what failed, what was kept.
+    kept = (f"; iter_{report.final_iter} is final and promoted to island.blend"
+            if report.final_iter else "")
+    log = f"; run.json: {report.run_json}" if report.run_json else ""
+    what = "; ".join(report.errors) or report.stop_reason
+    print(f"[agent] error (exit {report.exit_code}): {what}{kept}{log}", file=sys.stderr)
     return report.exit_code
 
 

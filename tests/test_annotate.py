@@ -105,3 +105,57 @@ def test_real_render_mapping_and_arrow(tmp_path_factory: pytest.TempPathFactory)
             mid = expected_px(x + fx * ARROW_LEN_M * 0.6, y + fy * ARROW_LEN_M * 0.6, render, f)
             assert dark(img, mid), name
     shutil.rmtree(group)
+
+
+def white_boxes(path: Path) -> list[tuple[int, int, int, int]]:
+    """Bounding boxes (x0, y0, x1, y1) of the connected areas of pure white: the label
+    backgrounds and the legend's (the render itself holds no pure white)."""
+    with Image.open(path) as img:
+        white = np.all(np.asarray(img.convert("RGB")) == 255, axis=2)
+    seen = np.zeros_like(white)
+    boxes = []
+    for r0, c0 in zip(*np.nonzero(white)):
+        if seen[r0, c0]:
+            continue
+        seen[r0, c0] = True
+        stack, rows, cols = [(r0, c0)], [], []
+        while stack:
+            r, c = stack.pop()
+            rows.append(r)
+            cols.append(c)
+            for rr, cc in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+                if (0 <= rr < white.shape[0] and 0 <= cc < white.shape[1]
+                        and white[rr, cc] and not seen[rr, cc]):
+                    seen[rr, cc] = True
+                    stack.append((rr, cc))
+        if len(rows) > 20:
+            boxes.append((min(cols), min(rows), max(cols), max(rows)))
+    return boxes
+
+
+def test_labels_of_a_row_of_chairs_do_not_overlap(tmp_path: Path) -> None:
+    """The scene fixture's TV group (tv_row_3, facing away; iter_0 as rendered at 64 px):
+    three chairs 0.51 m apart whose labels, each wider than that, used to sit on top of
+    each other. Measured from the picture: one white box per label, none touching another,
+    each over its own chair's column."""
+    render = {"resolution": 64, "bev_metres_per_pixel": 0.0703125,
+              "bev_center_xy": [0.0, 0.0605], "bev_ortho_scale_m": 4.5}
+    Image.new("RGB", (64, 64), (243, 243, 243)).save(tmp_path / "render_bev.png")
+    centres = {"tv.chair_1": [-0.509, -1.549], "tv.chair_2": [0.0, -1.566],
+               "tv.chair_3": [0.509, -1.549]}
+    geometry = {"anchor": {"shape": "rect", "centre": [0.0, 0.0605],
+                           "half_extents_m": [0.71, 0.22], "edges": {}},
+                "members": {name: {"footprint_centre": c, "forward_canonical": [0.0, -1.0],
+                                   "facing_target": [0.0, 1.0], "facing_error_deg": 180.0,
+                                   "penetrations": {}} for name, c in centres.items()}}
+    annotate_bev(tmp_path / "render_bev.png", tmp_path / "out.png", geometry, render)
+    f = upscale_factor(64)
+    boxes = white_boxes(tmp_path / "out.png")
+    legend = [b for b in boxes if b[0] < 20 and b[1] < 20]
+    labels = [b for b in boxes if b not in legend]
+    assert len(legend) == 1 and len(labels) == 3, boxes
+    for name, (x, y) in centres.items():
+        column = expected_px(x, y, render, f)[0]
+        over = [b for b in labels if b[0] <= column <= b[2]]
+        assert len(over) == 1, (name, column, labels)
+        assert over[0][3] < expected_px(x, y, render, f)[1]   # behind it: +Y, above

@@ -12,6 +12,11 @@ saved, opened again, and this test judges the files and the read-back matrices w
 own numpy. It runs under whichever ``bpy`` the test's Python has: 5.0 (Python 3.11,
 ``.venv``) or 5.2 (Python 3.13, ``.venv313``), each using its own cp3XX wheels of the zip.
 
+The build itself: every zip passes Blender's own validator (``blender_ext.py validate`` of
+this Python's bpy, run here), ``--help`` names the platforms built, and in a ``git clone`` of
+this repository only tracked files ship (an untracked one refuses the build), a zip the
+validator rejects never appears, and without a validator the build fails unless told.
+
 Wheels and built zips are cached under ``~/.cache/island-refiner/`` (``build.cached_build``):
 the first run downloads from PyPI, later runs with unchanged sources build nothing.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -253,3 +259,208 @@ def test_installed_extension_runs_every_operator_on_bundled_wheels_only(
         assert np.allclose(merged, m_anchor @ np.array(entry["matrix_4x4"]), atol=1e-4), name
     assert out["messages"]["merge back"].startswith("Merged dining iter_2 (loaded)")
     assert "Island dining" not in out["scene_objects"]
+
+
+# ------------------------------------------------------------ Blender's validator, git, --help
+
+PLATFORM_NAME = r"\b(?:linux|macos|windows)-(?:x64|arm64)\b"
+COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+LONG_FILES_REASON = "Reads and writes island group folders and runs the worker in child processes"
+
+
+def blender_validator() -> list[str]:
+    """Blender's own ``blender_ext.py validate`` from this Python's bpy, with the tag list
+    ``blender -c extension validate`` gives it: found here, not through build.py."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bpy")
+    assert spec is not None and spec.origin, "bpy is not installed in this Python"
+    bpy_dir = Path(spec.origin).parent
+    scripts = sorted(bpy_dir.glob("*/scripts/addons_core/bl_pkg/cli/blender_ext.py"))
+    assert len(scripts) == 1, scripts
+    tags = scripts[0].parents[3] / "modules/_bpy_internal/extensions/tags.py"
+    assert tags.is_file(), tags
+    return [sys.executable, "-I", str(scripts[0]), "validate", "--valid-tags", str(tags)]
+
+
+def zip_platforms(paths: list[Path]) -> list[str]:
+    out = []
+    for path in paths:
+        with zipfile.ZipFile(path) as zf:
+            out += tomllib.loads(zf.read("island_refiner/blender_manifest.toml").decode())[
+                "platforms"]
+    return out
+
+
+def test_every_zip_passes_blenders_own_validator() -> None:
+    """What ``blender -c extension validate`` and the extensions platform check."""
+    import importlib.metadata
+
+    from blender_addon.build import PLATFORMS, cached_build
+
+    zips = cached_build(list(PLATFORMS))
+    assert sorted(zip_platforms(zips)) == sorted(PLATFORMS)
+    validate = blender_validator()
+    for path in zips:
+        proc = subprocess.run([*validate, str(path)], capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert proc.returncode == 0 and "FATAL_ERROR" not in proc.stdout + proc.stderr, (
+            path.name, proc.stdout, proc.stderr)
+        with zipfile.ZipFile(path) as zf:
+            info = json.loads(zf.read("island_refiner/lib/build_info.json"))
+            manifest = tomllib.loads(zf.read("island_refiner/blender_manifest.toml").decode())
+        assert info["validated"] is True
+        assert info["validator"]["blender_version"] == importlib.metadata.version("bpy")
+        assert all(len(reason) <= 64 for reason in manifest["permissions"].values())
+
+
+def test_help_names_exactly_the_platforms_a_default_build_writes() -> None:
+    from blender_addon.build import cached_build
+
+    built = sorted(zip_platforms(cached_build()))
+    proc = subprocess.run([sys.executable, str(REPO / "blender_addon/build.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    text = " ".join(proc.stdout.split())
+    assert sorted(set(re.findall(PLATFORM_NAME, text))) == built, text
+    counts = [COUNT_WORDS[w] for w in re.findall(r"\ball (\w+)\b", text) if w in COUNT_WORDS]
+    assert all(n == len(built) for n in counts), (counts, built, text)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=test",
+                           "-c", "user.email=test@example.invalid", *args],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+@pytest.fixture()
+def clone(tmp_path: Path) -> Path:
+    """A clone of this repository whose HEAD holds this working tree's tracked files."""
+    repo = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(repo)], check=True, timeout=120)
+    for rel in git(REPO, "ls-files", "-z").split("\0"):
+        if rel and (REPO / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_bytes((REPO / rel).read_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "--allow-empty", "-m", "this working tree")
+    return repo
+
+
+def run_build(repo: Path, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(repo / "blender_addon/build.py"), "--out",
+                           str(out), "--platform", "linux-x64", "--python", "3.11", *flags],
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def shipped(path: Path) -> tuple[set[str], dict]:
+    """The repository files a zip carries (as repository paths) and its build_info.json."""
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        info = json.loads(zf.read("island_refiner/lib/build_info.json"))
+    out = set()
+    for name in names:
+        rel = name.removeprefix("island_refiner/")
+        if rel.startswith("wheels/") or rel in ("blender_manifest.toml", "lib/build_info.json"):
+            continue
+        out.add(rel.removeprefix("lib/") if rel.startswith("lib/") else f"blender_addon/{rel}")
+    return out, info
+
+
+def test_only_tracked_files_ship_and_an_untracked_one_refuses_the_build(
+        clone: Path, tmp_path: Path) -> None:
+    stray = clone / "island_tools/stray_untracked.py"
+    stray.write_text("SECRET = 1\n")
+    proc = run_build(clone, tmp_path / "dirty")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, (proc.stdout, proc.stderr)
+    assert "island_tools/stray_untracked.py" in lines[0] and "--allow-dirty" in lines[0]
+    assert not (tmp_path / "dirty").exists() or not any((tmp_path / "dirty").iterdir())
+
+    proc = run_build(clone, tmp_path / "allowed", "--allow-dirty")
+    assert proc.returncode == 0, proc.stderr
+    files, info = shipped(next((tmp_path / "allowed").glob("*.zip")))
+    assert info["dirty"] is True
+    assert info["dirty_files"] == {"untracked": ["island_tools/stray_untracked.py"]}
+    assert "island_tools/stray_untracked.py" in files
+
+    stray.unlink()
+    proc = run_build(clone, tmp_path / "clean")
+    assert proc.returncode == 0, proc.stderr
+    files, info = shipped(next((tmp_path / "clean").glob("*.zip")))
+    tracked = {f for f in git(clone, "ls-files", "island_tools", "worker").split("\n")
+               if f.endswith(".py")}
+    assert {f for f in files if f.startswith(("island_tools/", "worker/"))} == tracked
+    assert info["source_commit"] == git(clone, "rev-parse", "HEAD").strip()
+    assert info["git"] is True and info["dirty"] is False and info["validated"] is True
+
+    # an exported tree (no .git): the files as found, and build_info.json says so
+    exported = tmp_path / "exported"
+    subprocess.run(["git", "-C", str(clone), "checkout-index", "-a",
+                    f"--prefix={exported}/"], check=True, timeout=60)
+    proc = run_build(exported, tmp_path / "nogit")
+    assert proc.returncode == 0, proc.stderr
+    files, info = shipped(next((tmp_path / "nogit").glob("*.zip")))
+    assert info["git"] is False and info["source_commit"] is None
+    assert {f for f in files if f.startswith(("island_tools/", "worker/"))} == tracked
+
+
+def test_a_zip_the_validator_rejects_never_appears(clone: Path, tmp_path: Path) -> None:
+    manifest = clone / "blender_addon/blender_manifest.toml"
+    text = manifest.read_text()
+    old = tomllib.loads(text)["permissions"]["files"]
+    manifest.write_text(text.replace(f'"{old}"', f'"{LONG_FILES_REASON}"'))
+    git(clone, "commit", "--quiet", "--allow-empty", "-am", "a 76-character permissions.files")
+    out = tmp_path / "out"
+    proc = run_build(clone, out)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, (proc.stdout, proc.stderr)
+    assert "island_refiner-0.1.0-linux_x64.zip" in lines[0]
+    assert "permissions.files" in lines[0] and "blender_manifest.toml" in lines[0]
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_without_a_validator_the_build_fails_unless_told_where_or_not_to(
+        clone: Path, tmp_path: Path) -> None:
+    """A Python without bpy (``-S``) and only Debian's Blender 3.4 on PATH: no validator."""
+    import importlib.metadata
+    import shutil
+
+    script = blender_validator()[2]
+    blender, git_bin = shutil.which("blender"), shutil.which("git")
+    assert blender and git_bin, "Debian's blender 3.4 and git are on PATH in CI"
+    said = subprocess.run([blender, "--version"], capture_output=True, text=True, timeout=120,
+                          check=True).stdout.split()
+    version = said[said.index("Blender") + 1]
+    assert tuple(map(int, version.split(".")[:2])) < (4, 2), version
+    bin_dir = tmp_path / "bin"   # PATH: only git and that blender
+    bin_dir.mkdir()
+    for tool in (blender, git_bin):
+        (bin_dir / Path(tool).name).symlink_to(tool)
+    env = {k: v for k, v in os.environ.items() if k != "ISLAND_REFINER_EXT_VALIDATOR"}
+    env["PATH"] = str(bin_dir)
+
+    def build(out: str, *flags: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-S", str(clone / "blender_addon/build.py"), "--out",
+             str(tmp_path / out), "--platform", "linux-x64", "--python", "3.11", *flags],
+            capture_output=True, text=True, timeout=600, check=False, env={**env, **extra})
+
+    proc = build("none")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, (proc.stdout, proc.stderr)
+    assert "no extension validator" in lines[0] and "--validator" in lines[0]
+    assert "--no-validate" in lines[0] and f"Blender {version}" in lines[0]
+    assert not (tmp_path / "none").exists()
+
+    proc = build("unchecked", "--no-validate")
+    assert proc.returncode == 0, proc.stderr
+    info = shipped(next((tmp_path / "unchecked").glob("*.zip")))[1]
+    assert info["validated"] is False and info["validator"] is None
+
+    for out, flags, extra in (("flag", ("--validator", script), {}),
+                              ("env", (), {"ISLAND_REFINER_EXT_VALIDATOR": script})):
+        proc = build(out, *flags, **extra)
+        assert proc.returncode == 0, proc.stderr
+        info = shipped(next((tmp_path / out).glob("*.zip")))[1]
+        assert info["validated"] is True
+        assert info["validator"]["blender_version"] == importlib.metadata.version("bpy")

@@ -78,3 +78,17 @@ def test_the_scene_director_has_no_import_circles() -> None:
     (lines, name, _), (fname, flines), circles = package_map.scan(REPO / "island_tools/scene")
     assert circles == [], circles
     assert lines < 300 and flines < 600, (name, lines, fname, flines)   # no god class again
+
+
+def test_the_worker_package_has_no_import_circles() -> None:
+    """Issue 27: ``worker.launch`` and the warm-worker client took pieces from each other;
+    the shared ones (options, errors, a binary's environment) live below both in
+    ``worker/daemon_common.py``, so every arrow runs one way (same scan as issue 17's)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("package_map", REPO / "tools/package_map.py")
+    assert spec is not None and spec.loader is not None
+    package_map = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package_map)
+    _, _, circles = package_map.scan(REPO / "worker")
+    assert circles == [], circles

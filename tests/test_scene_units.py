@@ -62,7 +62,7 @@ def test_good_graph_parses_and_hashes_structure_only() -> None:
     (graph_with(target_spec={"anchor_role": "tv", "member_count": 2, "pattern": "row",
                              "facing": "toward_anchor", "spacing": "tight",
                              "clearance_m": 1.0}),
-     "group 'tv': is 2 but metadata.json lists 1"),
+     "group 'tv': member_count is 2 but the group lists 1 member besides"),
     ({"groups": []}, "must be a non-empty list"),
     ({"groups": [], "extra": 1}, "unknown top-level field"),
 ])

@@ -13,7 +13,7 @@ import pytest
 bpy = pytest.importorskip("bpy")
 
 from island_tools import meshcache  # noqa: E402
-from island_tools.errors import BlendVersionError, GroupInputError, UsageError, WorkerError  # noqa: E402
+from island_tools.errors import BlendVersionError, GroupInputError, UsageError  # noqa: E402
 from worker import blend_io, jobs, meshes, render  # noqa: E402
 from worker.build import build_island  # noqa: E402
 
@@ -265,11 +265,12 @@ def test_build_refuses_names_blender_would_change(tmp_path):
                                            {"name": "same", "vertices": v, "faces": f}])
 
 
-def test_open_failure_is_a_worker_error(tmp_path):
+def test_truncated_file_is_a_group_input_error(tmp_path):
     bad = tmp_path / "truncated.blend"
     bad.write_bytes(b"BLENDER-v304" + b"\0" * 20)
-    with pytest.raises(WorkerError, match="truncated.blend"):
+    with pytest.raises(GroupInputError, match="truncated.blend: truncated .blend") as err:
         blend_io.open_blend(bad)
+    assert err.value.exit_code == 8
 
 
 # ------------------------------------------------------------------ units in the add-on path

@@ -20,6 +20,7 @@ are built without parents, so this never matters on the normal path.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,8 +29,14 @@ from pathlib import Path
 import bpy
 from mathutils import Matrix
 
-from island_tools.blendfile import NotABlendFile, read_version, version_str
-from island_tools.errors import BlendVersionError, GroupInputError, WorkerError, from_oserror
+from island_tools.blendfile import NotABlendFile, read_version, require_whole, version_str
+from island_tools.errors import (
+    BlendVersionError,
+    FilesystemError,
+    GroupInputError,
+    WorkerError,
+    from_oserror,
+)
 
 _LIST_MAX = 12
 
@@ -46,8 +53,12 @@ def _short_list(names: Iterable[str]) -> str:
     return shown or "none"
 
 
+DAMAGED_FIX = "restore the file or save it again from Blender"
+
+
 def check_version(path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """Header (major, minor) of ``path``; BlendVersionError if newer than this Blender."""
+    """Header (major, minor) of ``path``; BlendVersionError if newer than this Blender,
+    GroupInputError (exit 8) if it is no .blend or was cut short."""
     path = Path(path)
     if not path.is_file():
         raise GroupInputError("file not found", file=str(path))
@@ -57,6 +68,7 @@ def check_version(path: str | os.PathLike[str]) -> tuple[int, int] | None:
         raise GroupInputError("not a .blend file (no BLENDER header)", file=str(path)) from None
     except OSError as exc:
         raise GroupInputError(f"cannot read: {exc}", file=str(path)) from None
+    require_whole(path, DAMAGED_FIX)
     running = tuple(bpy.app.version[:2])
     if version is not None and tuple(version) > running:
         raise BlendVersionError(
@@ -125,10 +137,10 @@ def open_blend(path: str | os.PathLike[str]) -> dict:
     version = check_version(path)
     try:
         bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False, use_scripts=False)
-    except RuntimeError as exc:
+    except RuntimeError as exc:   # a whole file of a version it reads: its content is bad
         msg = " ".join(str(exc).split())
-        raise WorkerError(f"Blender {blender_version()} could not open the file: {msg}",
-                          file=str(path)) from None
+        raise GroupInputError(f"Blender {blender_version()} could not read the file "
+                              f"(damaged?): {msg}", file=str(path), fix=DAMAGED_FIX) from None
     _enable_disabled()
     _OPENED[:] = [_identity(path)]
     return {
@@ -149,17 +161,32 @@ def require_parent(path: Path) -> None:
 
 
 PROBE_BYTES = 1 << 20
+_NO_SPACE = from_oserror(OSError(errno.ENOSPC, "no space"))
 
 
-def probe_write(folder: Path) -> None:
-    """After Blender failed to write into ``folder`` (its message for a full disk is
-    "Error: Success"): write and remove a 1 MiB probe so the cause surfaces as the
-    FilesystemError it is (no space left, read-only, permission). Returns if it succeeds."""
+def _no_space(folder: Path, detail: str = "") -> FilesystemError:
+    assert _NO_SPACE is not None
+    return FilesystemError(_NO_SPACE.reason + detail, file=str(folder), fix=_NO_SPACE.fix)
+
+
+def probe_write(folder: Path, need_bytes: int = 0) -> None:
+    """After Blender failed to write into ``folder`` (its message names no cause: "Error:
+    Success" or "Error: No such file or directory" for a full disk): surface the cause as
+    the FilesystemError it is (exit 10, naming the folder), else return.
+
+    A 1 MiB probe is written and removed (read-only, permission, quota, a disk with less
+    than that left: a short write is a full disk too), then the free space is compared with
+    ``need_bytes``, the size of what failed to be written as far as it is known."""
     probe = folder / f".write-probe.{os.getpid()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, b"\0" * PROBE_BYTES)
+            block = memoryview(b"\0" * PROBE_BYTES)
+            while block:
+                written = os.write(fd, block)
+                if written <= 0:
+                    raise OSError(errno.ENOSPC, "short write", str(folder))
+                block = block[written:]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -170,6 +197,22 @@ def probe_write(folder: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(probe)
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return
+    free = stat.f_bavail * stat.f_frsize
+    if need_bytes and free < need_bytes:
+        raise _no_space(folder, f" ({free >> 10} KiB free, about {need_bytes >> 10} KiB "
+                                "needed)")
+
+
+def _open_file_bytes() -> int:
+    """Size on disk of the file Blender has open: about what saving it writes."""
+    try:
+        return os.stat(bpy.data.filepath).st_size if bpy.data.filepath else 0
+    except OSError:
+        return 0
 
 
 def save_blend(path: str | os.PathLike[str]) -> None:
@@ -180,6 +223,7 @@ def save_blend(path: str | os.PathLike[str]) -> None:
     """
     path = Path(path).resolve()
     require_parent(path)
+    need_bytes = _open_file_bytes()
     prefs = bpy.context.preferences.filepaths
     old_versions = prefs.save_version
     prefs.save_version = 0  # no island.blend1 backup next to the file
@@ -187,7 +231,7 @@ def save_blend(path: str | os.PathLike[str]) -> None:
     try:
         bpy.ops.wm.save_as_mainfile(filepath=str(path), compress=False, copy=False)
     except RuntimeError as exc:
-        probe_write(path.parent)   # a full disk or read-only directory, said as such
+        probe_write(path.parent, need_bytes)   # a full disk or read-only directory, said as such
         msg = " ".join(str(exc).split())
         raise WorkerError(f"Blender could not save the file: {msg}", file=str(path)) from None
     finally:

@@ -14,7 +14,7 @@ step pays ``import bpy`` (~0.5 s) and Workbench's first-render warm-up (~1 s) ev
 handed to a Blender that stays alive, it costs little more than its two renders. This module
 is both ends: the client (``run_job``, used by ``worker.launch.run_job(..., daemon=...)``,
 from ``worker.daemon_client``)
-and the server (``serve``), plus ``python -m worker.daemon --status`` / ``--stop``.
+and the server (``serve``), plus ``python -m worker.daemon --status`` / ``--stop [--all]``.
 
 Processes
 ---------
@@ -39,8 +39,21 @@ and a 3.4 binary get separate daemons:
 ``<key>.sock``         the socket, mode 0600
 ``<key>.daemon.lock``  flock held by the daemon for its whole life: at most one per key
 ``<key>.client.lock``  flock held by a client while it starts a daemon and runs one job
-``<key>.status.json``  pid, state, jobs, RSS, limits (written by the daemon)
+``<key>.status.json``  pid, state, jobs, RSS, limits, checkout (written by the daemon)
 ``<key>.log``          the daemon's stdout/stderr (rotated to ``.log.1`` above 8 MiB)
+
+Checkouts
+---------
+One user may run several checkouts of this repository (clones, git worktrees), each with its
+own daemons: a key's digest covers the repository path, so two checkouts never share one.
+"This checkout" is the real path of the repository root holding the ``worker/daemon.py``
+that runs (``CHECKOUT``; for ``python -m worker.daemon``, the checkout it is imported from).
+Each daemon writes the checkout of the code it runs into its status file (``checkout``).
+``--status`` marks every daemon ``[this checkout]``, ``[checkout /other/path]`` or
+``[checkout unknown]`` (no status file yet, or a daemon older than the field);
+``--stop`` stops this checkout's only and names those left running, ``--stop --all``
+stops every daemon of this user in the directory, ``--stop --key K`` that one alone.
+``shutdown_all`` (test teardown) stops all of them.
 
 Protocol
 --------
@@ -201,6 +214,11 @@ from worker.daemon_client import (  # noqa: E402, F401 - re-exported
     start,
 )
 
+# "This checkout": the real path of the repository root that holds this worker/daemon.py.
+# Every daemon records the checkout of the code it runs in its status file, so
+# ``--stop`` stops this checkout's daemons and leaves other checkouts' running.
+CHECKOUT = str(_REPO)
+
 
 def _known_keys(directory: Path) -> list[str]:
     keys = set()
@@ -211,7 +229,8 @@ def _known_keys(directory: Path) -> list[str]:
 
 
 def status(directory: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """One entry per daemon key in ``directory``: its status file plus live pid/RSS checks."""
+    """One entry per daemon key in ``directory``: its status file plus live pid/RSS checks,
+    and ``this_checkout`` (its status file names ``CHECKOUT``, see "Checkouts")."""
     root = Path(directory) if directory is not None else default_dir()
     if not root.is_dir():
         return []
@@ -222,7 +241,8 @@ def status(directory: str | os.PathLike[str] | None = None) -> list[dict[str, An
         pid = doc.get("pid")
         running = _daemon_running(paths)
         alive = bool(running and isinstance(pid, int) and pid_alive(pid))
-        doc.update(key=key, running=alive, socket=str(paths.sock), log=str(paths.log))
+        doc.update(key=key, running=alive, socket=str(paths.sock), log=str(paths.log),
+                   this_checkout=doc.get("checkout") == CHECKOUT)
         if alive:
             doc["rss_mb"] = rss_mb(pid)
         elif doc.get("state") not in (None, "stopped"):
@@ -240,8 +260,10 @@ def _remove_stale(paths: Paths) -> None:
 
 
 def stop(directory: str | os.PathLike[str] | None = None, key: str | None = None,
-         timeout: float = 10.0) -> list[int]:
+         timeout: float = 10.0, checkout: str | None = None) -> list[int]:
     """Stop the daemon for ``key`` (all of them if None); return the pids that were running.
+    ``checkout``: only the daemons whose status file names that checkout (``CHECKOUT`` is
+    this one's); None: whoever's they are.
 
     A stop request waits for a running job; after ``timeout`` the daemon gets SIGTERM, then
     SIGKILL.
@@ -253,6 +275,8 @@ def stop(directory: str | os.PathLike[str] | None = None, key: str | None = None
     for k in ([key] if key else _known_keys(root)):
         paths = Paths(root, k)
         doc = read_status(paths) or {}
+        if checkout is not None and doc.get("checkout") != checkout:
+            continue
         pid = doc.get("pid") if isinstance(doc.get("pid"), int) else None
         if not _daemon_running(paths):
             _remove_stale(paths)
@@ -356,7 +380,7 @@ class _Server:
                 "python": sys.version.split()[0], "started_utc": self.started,
                 "jobs": self.jobs, "rss_mb": rss_mb(), "idle_s": self.idle_s,
                 "max_jobs": self.max_jobs, "max_rss_mb": self.max_rss_mb,
-                "last_job": self.last_job, "code": self.code,
+                "last_job": self.last_job, "code": self.code, "checkout": CHECKOUT,
                 "socket": str(self.paths.sock), "log": str(self.paths.log)}
 
     def set_state(self, state: str) -> None:
@@ -608,22 +632,45 @@ def _own_key() -> str:
 
 # --------------------------------------------------------------------------- CLI
 
+def _whose(entry: dict[str, Any]) -> str:
+    if entry.get("this_checkout"):
+        return "this checkout"
+    return f"checkout {entry['checkout']}" if entry.get("checkout") else "checkout unknown"
+
+
 def _print_status(entries: list[dict[str, Any]], directory: Path) -> None:
     if not entries:
         print(f"no warm worker (directory {directory})")
         return
+    print(f"this checkout: {CHECKOUT}")
     now = time.time()
     for e in entries:
+        head = f"{e['key']} [{_whose(e)}]"
         if not e.get("running"):
-            print(f"{e['key']}: not running ({e.get('state') or 'no status'})")
+            print(f"{head}: not running ({e.get('state') or 'no status'})")
             continue
         up = ""
         with contextlib.suppress(ValueError, TypeError):
             started = calendar.timegm(time.strptime(e["started_utc"], _UTC_FORMAT))
             up = f", up {now - started:.0f} s"
-        print(f"{e['key']}: pid {e['pid']} {e.get('state')}, {e.get('jobs')}/"
+        print(f"{head}: pid {e['pid']} {e.get('state')}, {e.get('jobs')}/"
               f"{e.get('max_jobs')} jobs, rss {e.get('rss_mb') or 0:.0f}/{e.get('max_rss_mb')} "
               f"MiB, idle timeout {e.get('idle_s'):g} s{up}; log {e['log']}")
+
+
+def _stop(directory: Path, key: str | None, everyone: bool) -> None:
+    checkout = None if key or everyone else CHECKOUT
+    pids = stop(directory, key, checkout=checkout)
+    whose = (f"key {key}" if key else "every checkout" if everyone
+             else f"this checkout ({CHECKOUT})")
+    print(f"stopped {len(pids)} warm worker(s) of {whose}"
+          + (f": pids {pids}" if pids else ""))
+    if checkout is not None:
+        others = [e for e in status(directory) if e.get("running")]
+        if others:
+            keys = ", ".join(e["key"] for e in others)
+            print(f"left running: {len(others)} not of this checkout ({keys}); "
+                  "--stop --all stops them too")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -633,13 +680,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m worker.daemon",
                                  description="The warm worker (see worker/daemon.py).")
     what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--status", action="store_true", help="list the warm workers")
-    what.add_argument("--stop", action="store_true", help="stop them (after a running job)")
+    what.add_argument("--status", action="store_true",
+                      help="list the warm workers, each marked this checkout's or another's")
+    what.add_argument("--stop", action="store_true",
+                      help="stop this checkout's (after a running job); --all: everyone's")
     what.add_argument("--serve", action="store_true",
                       help="run one in this process (clients normally start it)")
     ap.add_argument("--dir", default=None, help=f"daemon directory (default: ${ENV_DIR}, "
                     "$XDG_RUNTIME_DIR/island-refiner, /tmp/island-refiner-<uid>)")
-    ap.add_argument("--key", default=None, help="backend key (default: this Blender's)")
+    ap.add_argument("--key", default=None, help="backend key (default: this Blender's; with "
+                    "--stop: only that daemon, whichever checkout it belongs to)")
+    ap.add_argument("--all", action="store_true", dest="everyone",
+                    help="with --stop: every warm worker and step host of this user, other "
+                         "checkouts' included")
     ap.add_argument("--json", action="store_true", help="--status as JSON")
     ap.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S)
     ap.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS)
@@ -655,8 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _print_status(entries, directory)
         return 0
-    pids = stop(directory, args.key)
-    print(f"stopped {len(pids)} warm worker(s)" + (f": pids {pids}" if pids else ""))
+    _stop(directory, args.key, args.everyone)
     return 0
 
 

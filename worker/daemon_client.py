@@ -3,7 +3,9 @@
 Split from ``worker.daemon`` so that a thin CLI client (``iter_step.py`` handing its call to
 the step host, scripts/_step_host.py) imports only this: standard-library modules that cost
 little to import (no dataclasses, typing, subprocess or argparse at import time), plus
-``island_tools.errors``. ``worker.daemon`` re-exports every name here.
+``island_tools.errors`` and ``worker.daemon_common`` (the options and errors it shares with
+``worker.launch``, which imports this module and never the other way round).
+``worker.daemon`` re-exports every name here.
 """
 from __future__ import annotations
 
@@ -33,13 +35,21 @@ if str(_REPO) not in sys.path:
 from island_tools.errors import WorkerError  # noqa: E402
 from island_tools.locks import flock  # noqa: E402
 
+from .daemon_common import (  # noqa: E402, F401 - re-exported (worker.daemon, the CLIs)
+    DEFAULT_IDLE_S,
+    DEFAULT_MAX_JOBS,
+    DEFAULT_MAX_RSS_MB,
+    DaemonDirError,
+    DaemonOptions,
+    _child_env,
+    raise_result_error,
+    warn_once,
+)
+
 PROTOCOL = 1
 ENV_DIR = "ISLAND_REFINER_DAEMON_DIR"
 ENV_ENABLE = "ISLAND_REFINER_DAEMON"
 ENV_PAUSE_FILE = "ISLAND_REFINER_DAEMON_DEBUG_PAUSE_FILE"
-DEFAULT_IDLE_S = 300.0
-DEFAULT_MAX_JOBS = 200
-DEFAULT_MAX_RSS_MB = 2048
 DEFAULT_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 120.0
 LOCK_WAIT_S = 30.0          # a new daemon waits this long for an exiting one to let go
@@ -60,34 +70,6 @@ _UCRED = struct.Struct("3i")
 
 class ProtocolError(Exception):
     """A malformed message on the socket."""
-
-
-class DaemonOptions:
-    """How a client reaches (and, if needed, starts) a daemon: the limits a daemon it
-    starts gets, the directory (None -> ``default_dir()``) and where one-line notices go (a
-    daemon died and the job is retried; None -> stderr). A plain class: ``dataclasses``
-    would cost a thin client ~8 ms of imports."""
-
-    __slots__ = ("idle_s", "max_jobs", "max_rss_mb", "directory", "notice", "slot")
-
-    def __init__(self, idle_s: float = DEFAULT_IDLE_S, max_jobs: int = DEFAULT_MAX_JOBS,
-                 max_rss_mb: int = DEFAULT_MAX_RSS_MB, directory: str | None = None,
-                 notice: Callable[[str], None] | None = None, slot: int = 0) -> None:
-        self.idle_s = idle_s
-        self.max_jobs = max_jobs
-        self.max_rss_mb = max_rss_mb
-        self.directory = directory
-        self.notice = notice
-        self.slot = slot   # > 0: the slot-th extra warm worker of this Blender (parallel use)
-
-    def with_slot(self, slot: int) -> DaemonOptions:
-        return DaemonOptions(self.idle_s, self.max_jobs, self.max_rss_mb, self.directory,
-                             self.notice, slot)
-
-    def __repr__(self) -> str:
-        return (f"DaemonOptions(idle_s={self.idle_s!r}, max_jobs={self.max_jobs!r}, "
-                f"max_rss_mb={self.max_rss_mb!r}, directory={self.directory!r}, "
-                f"slot={self.slot!r})")
 
 
 def daemon_allowed(configured: bool, env: Mapping[str, str] | None = None) -> bool:
@@ -114,21 +96,6 @@ def default_dir(env: Mapping[str, str] | None = None) -> Path:
     if runtime and os.path.isdir(runtime):
         return Path(runtime) / "island-refiner"
     return Path(f"/tmp/island-refiner-{os.getuid()}")
-
-
-class DaemonDirError(WorkerError):
-    """The warm-worker directory cannot be used safely (another user's, or not private):
-    callers run in this process instead, with one warning line (``warn_once``)."""
-
-
-_WARNED: list[str] = []
-
-
-def warn_once(message: str) -> None:
-    """Print ``message`` on stderr the first time only (one line per process)."""
-    if not _WARNED:
-        _WARNED.append(message)
-        print(message, file=sys.stderr, flush=True)
 
 
 def _own_private(path: Path, created: bool, fix: str) -> Path:
@@ -467,11 +434,7 @@ def _last_log_line(paths: Paths) -> str:
 
 def _start_worker(backend: Any, paths: Paths, options: DaemonOptions
                   ) -> tuple[socket.socket, int]:
-    if getattr(backend, "embedded", True):
-        env = dict(os.environ)
-    else:
-        from .launch import _child_env
-        env = _child_env(backend)
+    env = dict(os.environ) if getattr(backend, "embedded", True) else _child_env(backend)
     return start(paths, daemon_command(backend, paths, options), env)
 
 
@@ -544,8 +507,6 @@ def _notice(options: DaemonOptions, message: str) -> None:
 def run_job(job: Mapping[str, Any], backend: Any, options: DaemonOptions | None = None,
             timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """Run one ``worker.jobs`` job on the warm worker for ``backend`` (see the docstring)."""
-    from .launch import raise_result_error
-
     options = options or DaemonOptions()
     key = backend_key(backend) + (f"-w{int(options.slot)}" if options.slot else "")
     paths = Paths(private_dir(options.directory), key)

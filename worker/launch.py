@@ -38,6 +38,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,14 +52,21 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from island_tools.errors import ERROR_CLASSES, EXIT_INTERNAL, IslandError, UsageError, WorkerError
+from island_tools.errors import BlendVersionError, IslandError, UsageError, WorkerError
 
+from .daemon_common import (  # noqa: F401 - raise_result_error is the add-on's too
+    DaemonDirError,
+    _child_env,
+    raise_result_error,
+    warn_once,
+)
 from .lifetime import die_with_parent
 
 if TYPE_CHECKING:
-    from .daemon import DaemonOptions
+    from .daemon_common import DaemonOptions
 
 ENTRY = Path(__file__).resolve().with_name("entry.py")
+CHECKOUT = Path(__file__).resolve().parents[1]   # where its venvs (.venv*/) live
 EMBEDDED_VALUES = ("bpy", "embedded")
 DEFAULT_TIMEOUT_S = 600.0
 _NOISE = ("EGL_BAD_MATCH", "Blender quit", "Warning: ", "Read blend:", "Color management:",
@@ -241,40 +249,6 @@ def _last_meaningful(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def raise_result_error(err: Mapping) -> None:
-    name = str(err.get("type", "IslandError"))
-    message = str(err.get("message", "worker failed"))
-    cls = ERROR_CLASSES.get(name)
-    if cls is None:
-        exc = IslandError(f"{name}: {message}" if name != "InternalError" else message)
-        exc.exit_code = int(err.get("exit_code", EXIT_INTERNAL) or EXIT_INTERNAL)
-        raise exc
-    exc = cls(message)
-    raise exc
-
-
-def _child_env(backend: Backend) -> dict[str, str]:
-    env = dict(os.environ)
-    # The binary must use its own Python and numpy, never this interpreter's packages.
-    for key in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
-        env.pop(key, None)
-    env["PYTHONNOUSERSITE"] = "1"
-    # The bpy 5.2 module setenv()s OCIO to its own colour config (OCIO v2.5) when imported;
-    # every process started from one that imported it inherits that, and an older binary's
-    # OpenColorIO aborts on it (Debian's 3.4: "minor version 5 is not supported"). A binary
-    # uses its own config; an OCIO the user set (pointing elsewhere) is kept.
-    if _is_bpy_module_ocio(env.get("OCIO", "")):
-        env.pop("OCIO")
-    env.update(backend.extra_env)
-    return env
-
-
-def _is_bpy_module_ocio(value: str) -> bool:
-    parts = Path(value).parts if value else ()
-    return ("bpy" in parts and "colormanagement" in parts
-            and any(p in ("site-packages", "dist-packages") for p in parts))
-
-
 def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mapping
          ) -> subprocess.CompletedProcess:
     """Run Blender in its own process group; on timeout the whole group is killed. It also
@@ -374,15 +348,80 @@ def blender_output_captured() -> Iterator[None]:
                     print(f"[blender] {line}", file=sys.stderr)
 
 
+def embedded_blenders(checkout: Path | None = None) -> list[tuple[str, str]]:
+    """(python, bpy version) of each Python that runs an embedded Blender: this interpreter
+    when it has the ``bpy`` wheel, then the checkout's venvs (``.venv*/bin/python`` beside a
+    ``bpy-*.dist-info``: ``.venv`` with 5.0, ``.venv313`` with 5.2)."""
+    found: list[tuple[str, str]] = []
+    own = Path(sys.prefix).resolve()
+    if importlib.util.find_spec("bpy") is not None:
+        found.append((sys.executable, _embedded_version()))
+    for venv in sorted((checkout or CHECKOUT).glob(".venv*")):
+        python = venv / "bin" / "python"
+        wheels = sorted(venv.glob("lib/python3*/site-packages/bpy-*.dist-info"))
+        if not (python.is_file() and wheels) or (found and venv.resolve() == own):
+            continue
+        found.append((str(python), wheels[-1].name[len("bpy-"):-len(".dist-info")]))
+    return found
+
+
+_SAVED_BY = re.compile(r"saved by Blender (\d+)\.(\d+), this Blender is")  # worker.blend_io
+
+
+def _major_minor(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+
+
+def _shown(python: str) -> str:
+    rel = os.path.relpath(python)
+    return rel if not rel.startswith("..") else python
+
+
+def with_embedded_hint(exc: BlendVersionError, backend: Backend) -> BlendVersionError:
+    """``exc`` (a file saved by a newer Blender than ``backend``) with a fix that names the
+    embedded Blenders able to open the file, when there is one; else ``exc`` itself."""
+    found = _SAVED_BY.search(exc.reason)
+    if found is None:
+        return exc
+    saved = (int(found.group(1)), int(found.group(2)))
+    ways = []
+    for python, version in embedded_blenders():
+        if _major_minor(version) < saved:
+            continue
+        if python == sys.executable and not backend.embedded:
+            ways.append(f"drop {backend.source} (this Python's embedded Blender {version} "
+                        "can open it)")
+        elif python != sys.executable:
+            ways.append(f"run with {_shown(python)} (embedded Blender {version})")
+    if not ways:
+        return exc
+    head, cut, _ = exc.reason.rpartition(" (fix: ")
+    fix = ", or ".join(ways) + f", or --blender-bin a Blender >= {saved[0]}.{saved[1]}"
+    return BlendVersionError(head if cut else exc.reason, file=exc.file, field=exc.field,
+                             fix=fix)
+
+
 _IN_PROCESS = threading.Lock()
 
 
 def run_job(job: Mapping, backend: Backend, timeout: float = DEFAULT_TIMEOUT_S,
             daemon: DaemonOptions | None = None) -> dict:
     """Run one worker job on ``backend``: on its warm worker when ``daemon`` is given, else
-    in-process for embedded and as a subprocess for a binary."""
+    in-process for embedded and as a subprocess for a binary. A file saved by a newer
+    Blender than ``backend`` says which embedded Blender could open it
+    (``with_embedded_hint``)."""
+    try:
+        return _run_job(job, backend, timeout, daemon)
+    except BlendVersionError as exc:
+        hinted = with_embedded_hint(exc, backend)
+        if hinted is exc:
+            raise
+        raise hinted from None
+
+
+def _run_job(job: Mapping, backend: Backend, timeout: float,
+             daemon: DaemonOptions | None) -> dict:
     if daemon is not None:
-        from .daemon_client import DaemonDirError, warn_once
         from .daemon_client import run_job as run_on_daemon
         try:
             return run_on_daemon(job, backend, daemon, timeout=timeout)

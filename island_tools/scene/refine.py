@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import atomic, frames
-from ..errors import EXIT_INTERNAL, IslandError
+from ..errors import EXIT_FILESYSTEM, EXIT_INTERNAL, FilesystemError, IslandError
 from ..iteration import REFINER_DIR, same_bytes, sha256_file
 from ..jsonio import read_object
 from . import contract, verify
@@ -165,6 +165,8 @@ def refine_group(ctx: StageContext, gid: str) -> None:
                                f"policy {ctx.options.policy}")
     try:
         rounds(ctx, gid)
+    except FilesystemError:   # no failure of the group: the run stops, a rerun redoes it
+        raise
     except IslandError as exc:
         group_failed(ctx, gid, g.get("current_round", 0), f"{type(exc).__name__} "
                      f"(exit {exc.exit_code}): {exc.one_line()}", type(exc).__name__,
@@ -214,6 +216,10 @@ def rounds(ctx: StageContext, gid: str) -> None:
             progress=(lambda msg: ctx.say(f"{gid}: {msg}")) if ctx.progress else None,
             timeout_s=opts.timeout_s, reuse_meshes=True)
         ctx.time("refine", time.perf_counter() - t0)
+        if getattr(report, "exit_code", 0) == EXIT_FILESYSTEM:   # a full or read-only disk
+            errors = list(getattr(report, "errors", []) or [])
+            raise FilesystemError(f"group '{gid}', round {k}: "
+                                  f"{errors[-1] if errors else report.stop_reason}")
         check = contract.check_loop(gp.root, opts.max_iter)
         for row in check.iterations:
             ledger.iteration(ctx.run_id, gid, k, row)

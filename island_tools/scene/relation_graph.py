@@ -33,10 +33,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import TargetSpecError
+from ..errors import TargetSpecError, quoted
 from ..jsonio import read_object
 from ..layout import LayoutError, parse_layout
-from ..schemas import FACINGS, PATTERNS, SPACINGS, TargetSpec, parse_target_spec
+from ..schemas import (
+    FACINGS,
+    MAX_CLEARANCE_M,
+    PATTERNS,
+    SPACINGS,
+    TargetSpec,
+    parse_target_spec,
+)
 from .errors import RelationGraphError
 
 GRAPH_VERSION = 1
@@ -110,13 +117,27 @@ class RelationGraph:
         return None
 
     def check_against_scene(self, objects: Mapping[str, str]) -> None:
-        """``objects``: every object in the scene, name -> Blender type ("MESH", ...)."""
+        """``objects``: every object in the scene, name -> Blender type ("MESH", ...).
+
+        Then each explicit ``target_spec.member_count`` against its group's members: a
+        member that is not in the scene is named as such, not counted as a mismatch."""
         for g in self.groups:
-            for role, name in (("anchor", g.anchor), *(("members", m) for m in g.members)):
-                where = f"groups[{g.index}].{role}"
+            for name in g.objects:
                 if name not in objects:
-                    raise _err(where, f"group '{g.id}': object '{name}' is not in the scene",
-                               self.path, "use an object name from the scene (exact spelling)")
+                    raise _err(self.where(name), f"group '{g.id}': object {quoted(name)} is "
+                                                 "not in the scene", self.path,
+                               "use an object name from the scene (exact spelling)")
+        self.check_member_counts()
+
+    def check_member_counts(self) -> None:
+        """Each group's explicit ``target_spec.member_count`` equals its members' count."""
+        for g in self.groups:
+            if g.target_spec is not None and g.target_spec.member_count != len(g.members):
+                raise _err(f"groups[{g.index}].target_spec.member_count",
+                           f"group '{g.id}': member_count is {g.target_spec.member_count} but "
+                           f"the group lists {len(g.members)} "
+                           f"member{'' if len(g.members) == 1 else 's'} besides the anchor",
+                           self.path, "make member_count the number of names in members")
 
     def where(self, name: str) -> str:
         """The relation-graph field that names object ``name``."""
@@ -178,6 +199,10 @@ def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
                                      or isinstance(value, bool) or not math.isfinite(value)
                                      or value < 0):
             raise _err(f, f"group '{gid}': must be a finite number >= 0, got {value!r}", file)
+        if key == "clearance_m" and value > MAX_CLEARANCE_M:
+            raise _err(f, f"group '{gid}': is {value!r} m, more than {MAX_CLEARANCE_M:g} m "
+                          "between the anchor and a member", file,
+                       f"give the clearance in metres, from 0 to {MAX_CLEARANCE_M:g}")
         if key in ("anchor_role", "free_note") and (not isinstance(value, str)
                                                     or not value.strip()):
             raise _err(f, f"group '{gid}': must be a non-empty string", file)
@@ -216,7 +241,7 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
         raise _err(f"{where}.members", f"group '{gid}': must be a list of object names", file)
     if not members:
         raise _err(f"{where}.members", f"group '{gid}' is empty: it has no members besides "
-                                       f"the anchor '{anchor}'", file,
+                                       f"the anchor {quoted(anchor)}", file,
                    "list at least one member, or remove the group")
     seen: set[str] = set()
     for j, m in enumerate(members):
@@ -224,11 +249,11 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
             raise _err(f"{where}.members[{j}]", f"group '{gid}': must be a non-empty object "
                                                 "name", file)
         if m == anchor:
-            raise _err(f"{where}.members[{j}]", f"group '{gid}': the anchor '{anchor}' is "
-                                                "also listed as a member", file,
+            raise _err(f"{where}.members[{j}]", f"group '{gid}': the anchor {quoted(anchor)} "
+                                                "is also listed as a member", file,
                        "remove the anchor from members")
         if m in seen:
-            raise _err(f"{where}.members[{j}]", f"group '{gid}': member '{m}' is listed "
+            raise _err(f"{where}.members[{j}]", f"group '{gid}': member {quoted(m)} is listed "
                                                 "twice", file)
         seen.add(m)
     raw_relation = doc.get("relation", {})
@@ -244,8 +269,8 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
         raw = doc["target_spec"]
         if not isinstance(raw, dict):
             raise _err(f"{where}.target_spec", f"group '{gid}': must be an object", file)
-        try:
-            spec = parse_target_spec(raw, file, len(members))
+        try:   # member_count is compared once the names are known to be in the scene
+            spec = parse_target_spec(raw, file, None)
         except TargetSpecError as exc:
             raise _err(f"{where}.target_spec.{exc.field}",
                        f"group '{gid}': {exc.reason}", file) from None
@@ -256,7 +281,8 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
     for name, value in axes.items():
         if name not in seen and name != anchor:
             raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': override for "
-                                                       f"'{name}', which is not in the group",
+                                                       f"{quoted(name)}, which is not in the "
+                                                       "group",
                        file)
         if not _check_axis(value):
             raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': {value!r} is not an "
@@ -282,7 +308,7 @@ def _check_names(value: Any, f: str, gid: str, known: tuple[str, ...], file: str
         raise _err(f, f"group '{gid}': must be an object name -> {what}", file)
     for name, item in value.items():
         if name not in known:
-            raise _err(f"{f}.{name}", f"group '{gid}': '{name}' is not in the group", file,
+            raise _err(f"{f}.{name}", f"group '{gid}': {quoted(name)} is not in the group", file,
                        "name a member of the group, or remove the entry")
         if what == "confidence" and not (_is_number(item) and 0.0 <= item <= 1.0):
             raise _err(f"{f}.{name}", f"group '{gid}': must be a number in [0, 1], got "
@@ -368,7 +394,7 @@ def _check_proposed(doc: Any, file: str, owner: Mapping[str, str]) -> dict[str, 
         if not isinstance(reason, str) or not reason.strip():
             raise _err(f"{f}.reason", "must be a non-empty string", file)
         if name in owner:
-            raise _err(f"{f}.name", f"object '{name}' is listed as unassigned but is in "
+            raise _err(f"{f}.name", f"object {quoted(name)} is listed as unassigned but is in "
                                     f"group '{owner[name]}'", file,
                        "remove it from proposed.unassigned, or from the group")
     return {"by": by, "scene_sha256": sha, "unassigned": [dict(u) for u in unassigned]}
@@ -384,7 +410,10 @@ def structure_hash(groups: tuple[GroupSpec, ...]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def parse_relation_graph(doc: Any, file: str) -> RelationGraph:
+def parse_relation_graph(doc: Any, file: str, *, check_counts: bool = True) -> RelationGraph:
+    """The graph of ``doc``; every check that needs only the document. ``check_counts``
+    False leaves the target_spec member counts to ``check_against_scene`` (validation, which
+    first names a member missing from the scene)."""
     if not isinstance(doc, dict):
         raise _err("$", "top level must be a JSON object with 'groups'", file)
     extra = sorted(set(doc) - _TOP_KEYS)
@@ -411,17 +440,21 @@ def parse_relation_graph(doc: Any, file: str) -> RelationGraph:
         ids[folded] = i
         for role, name in (("anchor", g.anchor), *(("members", m) for m in g.members)):
             if name in owner:
-                raise _err(f"groups[{i}].{role}", f"object '{name}' is in two groups: "
+                raise _err(f"groups[{i}].{role}", f"object {quoted(name)} is in two groups: "
                                                   f"'{owner[name]}' and '{g.id}'", file,
                            "an object belongs to at most one group")
             owner[name] = g.id
         groups.append(g)
     gs = tuple(groups)
     proposed = _check_proposed(doc["proposed"], file, owner) if "proposed" in doc else None
-    return RelationGraph(file, gs, structure_hash(gs), proposed)
+    graph = RelationGraph(file, gs, structure_hash(gs), proposed)
+    if check_counts:
+        graph.check_member_counts()
+    return graph
 
 
-def load_relation_graph(path: Path) -> RelationGraph:
+def load_relation_graph(path: Path, *, check_counts: bool = True) -> RelationGraph:
     doc = read_object(path, RelationGraphError, "relation_graph.json",
-                      "write inputs/relation_graph.json (schema: docs/SCENE_PIPELINE.md)")
-    return parse_relation_graph(doc, str(path))
+                      "write inputs/relation_graph.json (schema: docs/SCENE_PIPELINE.md)",
+                      content_fix="")
+    return parse_relation_graph(doc, str(path), check_counts=check_counts)

@@ -29,12 +29,26 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _fit(text: str, width: int | None) -> str:
+    """``text`` within ``width`` characters, a cut one ending in "..." (never silently)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[:width - 3] + "..."
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], max_width: int = 60) -> str:
-    cells = [[_cell(v)[:max_width] for v in row] for row in rows]
+    """Plain-text columns. Inner columns are cut at ``max_width`` (marked "..."); the last
+    column (details, reasons, messages) runs to its end, as nothing stands after it."""
+    last = len(headers) - 1
+    cells = [[_fit(_cell(v), None if i == last else max_width) for i, v in enumerate(row)]
+             for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
     return "\n".join(out)
 
 
@@ -130,6 +144,10 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
 
 def render_report(scene_dir: Path) -> str:
     """Everything ``report`` prints; raises FileNotFoundError naming what is missing."""
+    if not scene_dir.is_dir():
+        what = "is not a directory" if scene_dir.exists() else "does not exist"
+        raise FileNotFoundError(f"{scene_dir}: scene directory {what} (fix: pass the "
+                                "--scene-dir an island-refine run was given)")
     ledger = scene_dir / "ledger.sqlite"
     if not ledger.is_file():
         raise FileNotFoundError(f"{ledger}: no ledger (has refine_scene run on this scene?)")

@@ -219,7 +219,8 @@ def preflight(ctx: StageContext) -> Prepared:
     Writes nothing (the scene is read through the worker into a temporary directory
     outside the scene directory).
     """
-    graph = load_relation_graph(ctx.paths.relation_graph)
+    # member counts once the scene has said whether every named object exists (measure)
+    graph = load_relation_graph(ctx.paths.relation_graph, check_counts=False)
     if not ctx.paths.scene_blend.is_file():
         raise GroupInputError("input scene is missing", file=str(ctx.paths.scene_blend),
                               fix=f"put the planned scene at <scene_dir>/{SCENE_BLEND}")
@@ -247,7 +248,8 @@ def preflight(ctx: StageContext) -> Prepared:
         prep.refused = skipped   # left as they are, like refused groups (not measured)
         prep.graph = graph.without(skipped)
         measure(ctx, prep)
-    else:   # validated before: the refusals are the artifact's
+    else:   # validated before (every name was in the scene): the refusals are the artifact's
+        graph.check_member_counts()
         prep.refused = stored
         refused = [r for r in prep.refused.values() if r.get("refusals")]
         if refused and ctx.options.strict:
