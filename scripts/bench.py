@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 # A section is a module of scripts/benchmarks/ named here; adding one is one more name.
-SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units", "scene")
+SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units", "scene", "propose")
 
 
 def available() -> list[str]:
@@ -68,8 +68,9 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke-testing")
     ap.add_argument("--split", choices=("tuned", "untouched", "both"), default="both",
-                    help="fronts section: which part of the frozen front-corpus split "
-                         "(fixtures/fronts_split.json) to report; both = two tables")
+                    help="fronts and propose sections: which part of the frozen "
+                         "front-corpus split (fixtures/fronts_split.json) to report; both = "
+                         "both parts")
     args = ap.parse_args(argv)
     from fixtures.assets import assets_dir
 

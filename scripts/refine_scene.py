@@ -4,12 +4,21 @@
     island-refine [run] --scene-dir DIR [--policy solver|command:<cmd>] [--max-iter 20]
                   [--max-rounds 3] [--min-delta 0.01] [--timeout-s 120] [--restart]
                   [--strict] [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
-                  [--config YAML] [--quiet]
+                  [--config YAML] [--quiet] [--propose [--force] [--include-uncertain]]
+    island-refine propose --scene-dir DIR [--force] [--blender-bin PATH] [--config YAML]
     island-refine report DIR
     island-refine mcp --root DIR [--root DIR ...] [--blender-bin PATH] [--engine E]
                   [--resolution PX] [--samples N] [--config YAML] [--no-daemon]
     island-refine batch SCENE_DIR... [--cluster local|tcp://HOST:PORT|slurm|pbs]
                   [--workers N] [--retries K] [--print-job-script] [run flags above]
+
+``propose`` reads only ``blend/stage3-sub-planned.blend`` and writes
+``inputs/relation_graph.json``: the furniture groups its geometry shows, each confident or
+uncertain with the reasons (island_tools/scene/propose.py); it never overwrites a graph
+without ``--force`` (exit 2) and writes nothing when it finds no group (exit 20). ``run
+--propose`` proposes first (a graph proposed from this very scene is reused, so a re-run
+resumes), then refines the confident groups; the uncertain ones are left as the scene has
+them and reported like refused groups (exit 24), unless ``--include-uncertain``.
 
 Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds, score gate)
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
@@ -77,6 +86,9 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--samples", type=int, default=None)
     run.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    run.add_argument("--include-uncertain", action="store_true",
+                     help="refine the groups propose marked uncertain too (default: left as "
+                          "they are and reported)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,7 +100,21 @@ def _parser() -> argparse.ArgumentParser:
                      help="groups refined side by side, each on its own warm worker "
                           "(default: one per core; 1 = one after another). Needs the warm "
                           "worker or a Blender binary; the bpy module in-process is one")
+    run.add_argument("--propose", action="store_true",
+                     help="propose inputs/relation_graph.json from the scene's geometry "
+                          "first (island-refine propose), then refine")
+    run.add_argument("--force", action="store_true",
+                     help="with --propose: replace a relation graph that is there")
     _add_run_flags(run)
+    pro = sub.add_parser("propose", help="propose inputs/relation_graph.json from the scene's "
+                                         "furniture geometry")
+    pro.add_argument("--scene-dir", required=True, help="holds blend/stage3-sub-planned.blend")
+    pro.add_argument("--force", action="store_true", help="replace a relation graph that is "
+                                                         "there")
+    pro.add_argument("--blender-bin", default=None,
+                     help="Blender binary ('bpy' = embedded); default: DIRECTORYS.yaml, "
+                          "$BLENDER, embedded bpy, blender on PATH")
+    pro.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     rep = sub.add_parser("report", help="print the ledger and metrics as tables")
     rep.add_argument("scene_dir")
     bat = sub.add_parser("batch", help="refine many scenes on Dask, one task per island")
@@ -128,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--no-daemon", action="store_true",
                      help="Blender work in this process (or a subprocess per job) instead of "
                           "the warm worker")
-    for s in (run, rep, bat, mcp):
+    for s in (run, pro, rep, bat, mcp):
         s.error = p.error  # type: ignore[method-assign]
     return p
 
@@ -139,7 +165,7 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("run", "report", "batch", "mcp", "-h", "--help"):
+    if not argv or argv[0] not in ("run", "propose", "report", "batch", "mcp", "-h", "--help"):
         argv = ["run", *argv]
     args = _parser().parse_args(argv)
     if args.command == "report":
@@ -148,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return _batch(args, argv)
     if args.command == "mcp":
         return _mcp(args)
+    if args.command == "propose":
+        return _propose(args)
     # A scheduler's SIGTERM unwinds like an exception, so the run is marked failed.
     previous = signal.signal(signal.SIGTERM, _terminate)
 
@@ -158,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         _, run_job = job_runner(settings)
         progress = None if args.quiet else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
+        if args.propose:
+            from island_tools.scene.propose import proposal_lines, propose_for_run
+
+            doc, reused = propose_for_run(args.scene_dir, run_job, force=args.force)
+            for line in proposal_lines(doc, reused):
+                print(line)
         code, line = run_scene(args.scene_dir, options, run_job, progress=progress,
                                job_slots=job_slots(settings), argv=argv, prog=PROG)
         print(line)
@@ -177,7 +211,8 @@ def _run_options(args: argparse.Namespace):
     options = RunOptions(policy=args.policy, max_iter=args.max_iter, max_rounds=args.max_rounds,
                          min_delta=args.min_delta, timeout_s=args.timeout_s,
                          restart=args.restart, strict=args.strict, settings=settings,
-                         workers=getattr(args, "group_workers", None))
+                         workers=getattr(args, "group_workers", None),
+                         include_uncertain=args.include_uncertain)
     options.check()
     return settings, options
 
@@ -214,6 +249,21 @@ def _batch(args: argparse.Namespace, argv: list[str]) -> int:
         return run_main(PROG, body)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _propose(args: argparse.Namespace) -> int:
+    def body() -> int:
+        from island_tools.config import load_settings, with_overrides
+        from island_tools.scene.propose import proposal_lines, propose_scene
+
+        settings = with_overrides(load_settings(args.config), blender_bin=args.blender_bin)
+        _, run_job = job_runner(settings)
+        doc = propose_scene(args.scene_dir, run_job, force=args.force)
+        for line in proposal_lines(doc, False):
+            print(line)
+        return 0
+
+    return run_main(PROG, body)
 
 
 def _mcp(args: argparse.Namespace) -> int:

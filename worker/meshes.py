@@ -61,6 +61,23 @@ def collect_units(names: Sequence[str]) -> tuple[dict, dict, dict, list[dict]]:
     return meshes, props, units, []
 
 
+def measured_units(names: Sequence[str]) -> tuple[dict, dict, dict, list[dict]]:
+    """(meshes, props, units, refusals) of the units rooted at ``names`` with the refusals
+    only reported: every unit that has triangles is evaluated and kept, refused or not (for
+    ``island-refine propose``, which measures a scene to say what is in it; a unit without
+    triangles is refused and left out)."""
+    roots = get_objects(names)
+    found = refusals([o.name for o in roots])
+    geometry = unit_geometry([o.name for o in roots])
+    found += geometry_refusals(geometry)
+    kept = {n: g for n, g in geometry.items() if len(g.triangles)}
+    meshes = {n: (g.vertices, g.triangles) for n, g in kept.items()}
+    props = {o.name: p for o in roots if o.name in kept and (p := object_props(o))}
+    units = {n: {"root_type": bpy.data.objects[n].type, "parts": g.parts,
+                 "triangles": int(len(g.triangles))} for n, g in kept.items()}
+    return meshes, props, units, found
+
+
 def summary(out_path: str | os.PathLike[str], meshes: dict, props: dict, units: dict) -> dict:
     return {
         "path": str(out_path),

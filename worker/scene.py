@@ -17,6 +17,11 @@ Jobs (dispatched by ``worker.jobs.run_job``; plain JSON in and out, meshes throu
     of the exported unit meshes), ``"unit_scale"`` (the scene's metres per Blender unit),
     versions, autoexec_fail}``.
 
+    With ``"measure_only": true`` every named unit with triangles is evaluated and exported
+    and the refusals are only reported (``meshes.measured_units``: ``island-refine
+    propose`` measures what a scene holds, refused units included, to say why it leaves them
+    out).
+
 ``scene_rebuild``
     ``{"blend", "groups": [{"id", "anchor_id", "members" (anchor included), "m_inv" 4x4,
     "out_blend", "masked_png" | null, "export_meshes": npz | null}], "masked": {"resolution",
@@ -39,9 +44,11 @@ Jobs (dispatched by ``worker.jobs.run_job``; plain JSON in and out, meshes throu
     "parents": {name: parent}, "unit_scale"}``.
 
 ``scene_build``
-    ``{"out_blend", "meshes_npz", "collections": [names], "objects": [{"name", "type"
-    (MESH | CAMERA | LIGHT | EMPTY), "mesh" (npz name, shared between objects), "material",
-    "color", "matrix_world", "props", "collection", "parent"}]}``: a scene from scratch.
+    ``{"out_blend", "meshes_npz", "collections": [names], "asset_collections": [names not
+    linked to the scene], "objects": [{"name", "type" (MESH | CAMERA | LIGHT | EMPTY), "mesh"
+    (npz name, shared between objects), "material", "color", "matrix_world", "props",
+    "collection", "parent", "instance_collection" (an EMPTY instancing that collection)}]}``:
+    a scene from scratch.
 """
 from __future__ import annotations
 
@@ -71,7 +78,7 @@ from .blend_io import (
     scene_unit_scale,
 )
 from .build import material
-from .meshes import collect_units, export_meshes, object_props
+from .meshes import collect_units, export_meshes, measured_units, object_props
 from .meshes import summary as mesh_summary
 from .units import (
     RENDER_MAX_TRIANGLES,
@@ -170,9 +177,10 @@ def scene_read(job: Mapping) -> dict:
     missing = [n for n in names if n not in objects]
     roots = [n for n in dict.fromkeys(names) if n in objects]
     meshes, found, units = None, [], {}
+    measure_only = bool(job.get("measure_only"))
     if roots:
-        arrays, props, units, found = collect_units(roots)
-        if export and not found:
+        arrays, props, units, found = (measured_units if measure_only else collect_units)(roots)
+        if export and (measure_only or not found):
             meshcache.save(export, arrays, props, units)
             meshes = mesh_summary(export, arrays, props, units)
     members = unit_objects(roots)
@@ -180,7 +188,7 @@ def scene_read(job: Mapping) -> dict:
         units.setdefault(root, {})["objects"] = [o.name for o in objs]
     context = job.get("context") or {}
     owners = None
-    if context.get("export") and not found:
+    if context.get("export") and not found and not measure_only:
         to_units = 1.0 / scene_unit_scale()   # the job's distances are in metres
         owners = read_context(context.get("groups") or {}, roots,
                               float(context.get("reach_m") or 0.0) * to_units,
@@ -630,6 +638,8 @@ def scene_build(job: Mapping) -> dict:
         coll = bpy.data.collections.new(str(cname))
         scene.collection.children.link(coll)
         collections[str(cname)] = coll
+    for cname in job.get("asset_collections") or []:   # instanced only, not in the scene
+        collections[str(cname)] = bpy.data.collections.new(str(cname))
     mesh_blocks: dict = {}
     created = {}
     for entry in entries:
@@ -641,6 +651,9 @@ def scene_build(job: Mapping) -> dict:
         collections.get(entry.get("collection"), scene.collection).objects.link(obj)
         obj.matrix_world = _matrix(entry.get("matrix_world"), f"{name}.matrix_world")
         obj.color = _color(entry.get("color"))
+        if entry.get("instance_collection"):
+            obj.instance_type = "COLLECTION"
+            obj.instance_collection = collections[str(entry["instance_collection"])]
         for key, value in (entry.get("props") or {}).items():
             obj[str(key)] = value
         if obj.type == "CAMERA":

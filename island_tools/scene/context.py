@@ -44,6 +44,9 @@ class RunOptions:
     # --strict: a refused unit refuses the whole scene (exit 23, nothing written) instead
     # of costing its own group only (exit 24, partial).
     strict: bool = False
+    # --include-uncertain: refine the groups ``propose`` marked uncertain too (default: they
+    # are left as the input holds them and reported, like refused groups)
+    include_uncertain: bool = False
 
     def check(self) -> None:
         if self.max_iter < 1:

@@ -49,8 +49,13 @@ from .errors import RelationGraphError
 GRAPH_VERSION = 1
 MAX_ID_LEN = 64
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_TOP_KEYS = {"version", "groups", "description"}
-_GROUP_KEYS = {"id", "anchor", "members", "relation", "target_spec", "forward_axis"}
+_TOP_KEYS = {"version", "groups", "description", "proposed"}
+_GROUP_KEYS = {"id", "anchor", "members", "relation", "target_spec", "forward_axis", "proposal"}
+PROPOSAL_STATUSES = ("confident", "uncertain")
+_PROPOSAL_KEYS = {"status", "confidence", "reasons", "evidence", "member_confidence",
+                  "uncertain_members"}
+_PROPOSED_KEYS = {"by", "scene_sha256", "unassigned"}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HINT_KEYS = ("anchor_role", "pattern", "facing", "spacing", "clearance_m", "free_note",
              "layout")
 _AXIS_WORDS = {"+x", "-x", "+y", "-y", "symmetric", "none"}
@@ -67,11 +72,18 @@ class GroupSpec:
     forward_axis: dict[str, Any] = field(default_factory=dict)
     index: int = 0
     relation_label: str | None = None
+    # ``island-refine propose``'s verdict on the group (None: a person wrote it)
+    proposal: dict[str, Any] | None = None
 
     @property
     def objects(self) -> tuple[str, ...]:
         """Anchor first, then the members in graph order."""
         return (self.anchor, *self.members)
+
+    @property
+    def proposal_status(self) -> str | None:
+        """"confident" / "uncertain" for a proposed group, None for one a person wrote."""
+        return None if self.proposal is None else str(self.proposal["status"])
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,7 @@ class RelationGraph:
     path: str
     groups: tuple[GroupSpec, ...]
     structure_sha256: str
+    proposed: dict[str, Any] | None = None   # top-level ``proposed`` (by, scene, unassigned)
 
     def group(self, gid: str) -> GroupSpec:
         for g in self.groups:
@@ -275,7 +288,116 @@ def _parse_group(doc: Any, i: int, file: str) -> GroupSpec:
             raise _err(f"{where}.forward_axis.{name}", f"group '{gid}': {value!r} is not an "
                                                        "axis", file,
                        "use +X, -X, +Y, -Y, [x, y] or 'symmetric'")
-    return GroupSpec(gid, anchor, tuple(members), relation, spec, dict(axes), i, label)
+    proposal = None
+    if "proposal" in doc:
+        proposal = _check_proposal(doc["proposal"], f"{where}.proposal", gid, anchor,
+                                   tuple(members), file)
+    return GroupSpec(gid, anchor, tuple(members), relation, spec, dict(axes), i, label,
+                     proposal)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _check_names(value: Any, f: str, gid: str, known: tuple[str, ...], file: str,
+                 what: str) -> None:
+    """``value`` must be an object keyed by names of ``known``; ``what`` checks the values."""
+    if not isinstance(value, dict):
+        raise _err(f, f"group '{gid}': must be an object name -> {what}", file)
+    for name, item in value.items():
+        if name not in known:
+            raise _err(f"{f}.{name}", f"group '{gid}': {quoted(name)} is not in the group", file,
+                       "name a member of the group, or remove the entry")
+        if what == "confidence" and not (_is_number(item) and 0.0 <= item <= 1.0):
+            raise _err(f"{f}.{name}", f"group '{gid}': must be a number in [0, 1], got "
+                                      f"{item!r}", file)
+        if what == "text" and (not isinstance(item, str) or not item.strip()):
+            raise _err(f"{f}.{name}", f"group '{gid}': must be a non-empty string", file)
+
+
+def _check_proposal(doc: Any, where: str, gid: str, anchor: str, members: tuple[str, ...],
+                    file: str) -> dict[str, Any]:
+    """The ``proposal`` block ``island-refine propose`` writes (docs/SCENE_PIPELINE.md)."""
+    if not isinstance(doc, dict):
+        raise _err(where, f"group '{gid}': must be an object (status, confidence, ...)", file)
+    extra = sorted(set(doc) - _PROPOSAL_KEYS)
+    if extra:
+        raise _err(f"{where}.{extra[0]}", f"group '{gid}': unknown field (allowed: "
+                                          f"{', '.join(sorted(_PROPOSAL_KEYS))})", file)
+    status = doc.get("status")
+    if status not in PROPOSAL_STATUSES:
+        raise _err(f"{where}.status", f"group '{gid}': {status!r} is not one of "
+                                      f"{', '.join(PROPOSAL_STATUSES)}", file)
+    confidence: Any = doc.get("confidence")
+    if not (_is_number(confidence) and 0.0 <= confidence <= 1.0):
+        raise _err(f"{where}.confidence", f"group '{gid}': must be a number in [0, 1], got "
+                                          f"{confidence!r}", file)
+    reasons = doc.get("reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) and r.strip()
+                                                for r in reasons):
+        raise _err(f"{where}.reasons", f"group '{gid}': must be a list of non-empty strings",
+                   file)
+    if status == "uncertain" and not reasons:
+        raise _err(f"{where}.reasons", f"group '{gid}': an uncertain proposal must say why",
+                   file, "give the reasons, or set status to \"confident\" if you checked it")
+    if status == "confident" and reasons:
+        raise _err(f"{where}.reasons", f"group '{gid}': a confident proposal has no reasons "
+                                       "for doubt", file,
+                   "empty the reasons once you settled them, or keep status \"uncertain\"")
+    evidence = doc.get("evidence", {})
+    if not isinstance(evidence, dict):
+        raise _err(f"{where}.evidence", f"group '{gid}': must be an object", file)
+    for key, value in evidence.items():
+        if key == "members":
+            _check_names(value, f"{where}.evidence.members", gid, members, file, "text")
+        elif not isinstance(value, str):
+            raise _err(f"{where}.evidence.{key}", f"group '{gid}': must be a string", file)
+    _check_names(doc.get("member_confidence", {}), f"{where}.member_confidence", gid, members,
+                 file, "confidence")
+    _check_names(doc.get("uncertain_members", {}), f"{where}.uncertain_members", gid,
+                 members, file, "text")
+    return {"status": status, "confidence": float(confidence), "reasons": list(reasons),
+            "evidence": dict(evidence),
+            "member_confidence": dict(doc.get("member_confidence", {})),
+            "uncertain_members": dict(doc.get("uncertain_members", {}))}
+
+
+def _check_proposed(doc: Any, file: str, owner: Mapping[str, str]) -> dict[str, Any]:
+    """The top-level ``proposed`` block: who proposed, from which scene, what was left out."""
+    if not isinstance(doc, dict):
+        raise _err("proposed", "must be an object (by, scene_sha256, unassigned)", file)
+    extra = sorted(set(doc) - _PROPOSED_KEYS)
+    if extra:
+        raise _err(f"proposed.{extra[0]}", f"unknown field (allowed: "
+                                           f"{', '.join(sorted(_PROPOSED_KEYS))})", file)
+    by = doc.get("by")
+    if not isinstance(by, str) or not by.strip():
+        raise _err("proposed.by", "must be a non-empty string", file)
+    sha = doc.get("scene_sha256")
+    if sha is not None and (not isinstance(sha, str) or not _SHA256.match(sha)):
+        raise _err("proposed.scene_sha256", f"must be null or 64 lower-case hex digits, got "
+                                            f"{sha!r}", file)
+    unassigned = doc.get("unassigned", [])
+    if not isinstance(unassigned, list):
+        raise _err("proposed.unassigned", "must be a list of {name, role, reason}", file)
+    for j, u in enumerate(unassigned):
+        f = f"proposed.unassigned[{j}]"
+        if not isinstance(u, dict) or set(u) - {"name", "role", "reason"}:
+            raise _err(f, "must be an object with name, role, reason", file)
+        name, role, reason = u.get("name"), u.get("role"), u.get("reason")
+        if not isinstance(name, str) or not name:
+            raise _err(f"{f}.name", "must be a non-empty object name", file)
+        if role is not None and not isinstance(role, str):
+            raise _err(f"{f}.role", "must be a string or null", file)
+        if not isinstance(reason, str) or not reason.strip():
+            raise _err(f"{f}.reason", "must be a non-empty string", file)
+        if name in owner:
+            raise _err(f"{f}.name", f"object {quoted(name)} is listed as unassigned but is in "
+                                    f"group '{owner[name]}'", file,
+                       "remove it from proposed.unassigned, or from the group")
+    return {"by": by, "scene_sha256": sha, "unassigned": [dict(u) for u in unassigned]}
 
 
 def structure_hash(groups: tuple[GroupSpec, ...]) -> str:
@@ -324,7 +446,8 @@ def parse_relation_graph(doc: Any, file: str, *, check_counts: bool = True) -> R
             owner[name] = g.id
         groups.append(g)
     gs = tuple(groups)
-    graph = RelationGraph(file, gs, structure_hash(gs))
+    proposed = _check_proposed(doc["proposed"], file, owner) if "proposed" in doc else None
+    graph = RelationGraph(file, gs, structure_hash(gs), proposed)
     if check_counts:
         graph.check_member_counts()
     return graph

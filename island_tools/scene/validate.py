@@ -239,16 +239,46 @@ def preflight(ctx: StageContext) -> Prepared:
                              fix="pass --restart to start over (previous outputs are "
                              "moved to previous/<UTC>/)")
     prep = Prepared(graph, scene_sha, state)
-    if ctx.options.restart or not validation_gate(ctx, graph, scene_sha):
+    skipped = uncertain_proposals(graph, ctx.options.include_uncertain)
+    gate = not ctx.options.restart and validation_gate(ctx, graph, scene_sha)
+    stored = dict(island_groups(ctx).get("groups_refused") or {}) if gate else {}
+    # validated before, with the same uncertain proposals left out (--include-uncertain
+    # given or dropped since then validates again)
+    if not gate or {gid for gid, r in stored.items() if not r.get("refusals")} != set(skipped):
+        prep.refused = skipped   # left as they are, like refused groups (not measured)
+        prep.graph = graph.without(skipped)
         measure(ctx, prep)
     else:   # validated before (every name was in the scene): the refusals are the artifact's
         graph.check_member_counts()
-        prep.refused = dict(island_groups(ctx).get("groups_refused") or {})
-        if prep.refused and ctx.options.strict:
-            first = next(iter(prep.refused.values()))
-            raise SceneRefusedError(first["line"], file=graph.path, field=first["field"])
+        prep.refused = stored
+        refused = [r for r in prep.refused.values() if r.get("refusals")]
+        if refused and ctx.options.strict:
+            raise SceneRefusedError(refused[0]["line"], file=graph.path,
+                                    field=refused[0]["field"])
         prep.graph = graph.without(prep.refused)
     return prep
+
+
+def uncertain_proposals(graph: RelationGraph, include_uncertain: bool
+                        ) -> dict[str, dict[str, Any]]:
+    """The groups ``island-refine propose`` was not sure of (``proposal.status``
+    "uncertain"), as refused-group records with the reason "uncertain proposal: ...": the run
+    leaves them as the input holds them and names them, unless ``--include-uncertain``. A
+    group a person wrote has no proposal and is always refined."""
+    if include_uncertain:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for g in graph.groups:
+        if g.proposal_status != "uncertain":
+            continue
+        assert g.proposal is not None
+        where = f"groups[{g.index}].proposal"
+        line = (f"uncertain proposal: {'; '.join(g.proposal['reasons'])} (check the group, "
+                "then set proposal.status to \"confident\" and empty its reasons, or pass "
+                "--include-uncertain)")
+        out[g.id] = {"reason": f"field '{where}': {line}", "field": where, "line": line,
+                     "refusals": []}
+    return out
 
 
 def entangled_refusals(graph: RelationGraph, refused: set[str],
@@ -343,8 +373,8 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
                 found_by_group.setdefault(gid, []).extend(more)
         graph = prep.graph.without(found_by_group)
         result = read(graph)
-    prep.refused = {gid: refusal_record(prep.graph, found)
-                    for gid, found in found_by_group.items()}
+    prep.refused = {**prep.refused, **{gid: refusal_record(prep.graph, found)
+                                       for gid, found in found_by_group.items()}}
     prep.graph = graph
     if not graph.groups:   # every group refused: nothing was evaluated, an empty cache
         meshcache.save(tmp / "scene_meshes.npz", {}, {}, {})

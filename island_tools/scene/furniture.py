@@ -1,0 +1,331 @@
+"""A furniture unit's shape, measured, and the role it plays (``island-refine propose``).
+
+:func:`measure_unit` measures a unit in metres in the frame of its footprint's
+minimum-area rectangle: the footprint (long x short side), the height above its own base,
+a top-down height map (``HEIGHT_MAP_RES`` cells a side, ``forward_axis``'s depth rays)
+giving the *surface* (the height band that covers most of the footprint: a seat, a table
+top, a mattress) and the *tall part* above it (a back, a headboard) with where it stands,
+the share of the top with free space under it (knee room), and how much of the long-side
+front view is closed (case furniture). :func:`classify` scores every role of
+``ROLE_RULES`` by soft ranges on these numbers; the best must beat the runner-up by
+``ROLE_MARGIN`` (unless both lead to the same place in a group) or the role is not settled.
+A name's words add ``NAME_HINT_WEIGHT`` to a role they name: a tie-breaker only.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import GeometryError
+from ..forward_axis import _depth_buffers
+from ..geometry import (
+    ROUND_MAX_ASPECT,
+    ROUND_MAX_RADIUS_CV,
+    convex_hull_2d,
+    min_area_rects,
+    polygon_area,
+    polygon_centroid,
+)
+
+HEIGHT_MAP_RES = 40
+SURFACE_BAND_M = 0.03        # cells within this of a band's height belong to its surface
+TALL_ABOVE_M = 0.18          # a back / headboard rises this far above the surface
+UNDER_FREE_M = 0.35          # a top with this much free height under it has knee room
+ROLE_MARGIN = 0.15           # the best role beats the runner-up by this, or it is not settled
+ROLE_MIN = 0.5               # a role scoring less is not taken
+NAME_HINT_WEIGHT = 0.1
+# Name words per role: a weak hint only (an importer's "Object_17" names nothing).
+NAME_WORDS: dict[str, tuple[str, ...]] = {
+    "table": ("table", "dining"), "desk": ("desk",), "bed": ("bed",),
+    "tv_stand": ("tv", "television", "media"), "sofa": ("sofa", "couch"),
+    "chair": ("chair",), "armchair": ("armchair",), "stool": ("stool",),
+    "nightstand": ("nightstand", "bedside"), "side_table": ("side",),
+    "coffee_table": ("coffee",), "storage": ("wardrobe", "shelf", "cabinet", "dresser"),
+    "wall": ("wall",), "flat": ("floor", "rug", "carpet", "ceiling"),
+}
+
+
+@dataclass(frozen=True)
+class UnitInput:
+    """One furniture unit: ``world`` is its root's world matrix (scene units), ``vertices``
+    the unit's evaluated vertices in the root's local frame, ``faces`` its triangles."""
+
+    name: str
+    world: np.ndarray
+    vertices: np.ndarray
+    faces: np.ndarray
+    parent: str | None = None
+    collections: tuple[str, ...] = ()
+    type: str = "MESH"
+
+
+# --------------------------------------------------------------------------- measurement
+@dataclass
+class Shape:
+    """A unit measured in metres, world frame (floor plane: its footprint rectangle)."""
+
+    name: str
+    base_z: float
+    height: float
+    hull: np.ndarray
+    centre: np.ndarray           # footprint rectangle centre (world xy)
+    e_long: np.ndarray           # unit vector of the rectangle's long side
+    e_short: np.ndarray
+    length: float
+    width: float
+    round: bool
+    surface_m: float | None      # height of the surface band above the base
+    surface_share: float         # its share of the footprint rectangle
+    body_share: float            # share whose top is 0.25-0.95 m up (a bed's quilted top)
+    top_share: float             # share covered within SURFACE_BAND_M of the top
+    tall_share: float
+    tall_offset: np.ndarray      # tall part's centroid - footprint centre (world xy)
+    knee_share: float            # share of the top with UNDER_FREE_M free under it
+    side_fill: float             # share of the long-side front view covered
+    back_on_long_side: bool      # the tall part stands along a long side (a sofa's back)
+    rot2: np.ndarray             # local xy direction -> world xy direction
+    origin: np.ndarray           # the root's world xy (metres): the canonical frame's origin
+    local: tuple[np.ndarray, np.ndarray]
+    features: dict[str, float] = field(default_factory=dict)
+
+
+def _unit_rect(hull: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float, np.ndarray]:
+    rect = min_area_rects(hull)[0]
+    e_u = np.array([math.cos(rect.angle), math.sin(rect.angle)])
+    e_v = np.array([-e_u[1], e_u[0]])
+    pu, pv = hull @ e_u, hull @ e_v
+    centre = e_u * (pu.max() + pu.min()) / 2.0 + e_v * (pv.max() + pv.min()) / 2.0
+    if rect.extent_u >= rect.extent_v:
+        return e_u, e_v, rect.extent_u, rect.extent_v, centre
+    return e_v, -e_u, rect.extent_v, rect.extent_u, centre
+
+
+def _is_round(hull: np.ndarray, length: float, width: float) -> bool:
+    if width <= 0 or length / width >= ROUND_MAX_ASPECT or len(hull) < 8:
+        return False
+    centre = polygon_centroid(hull)
+    d = np.roll(hull, -1, axis=0) - hull
+    seg = np.linalg.norm(d, axis=1)
+    cum = np.concatenate([[0.0], np.cumsum(seg)])
+    s = (np.arange(256) + 0.5) / 256 * cum[-1]
+    i = np.clip(np.searchsorted(cum, s, side="right") - 1, 0, len(hull) - 1)
+    pts = hull[i] + ((s - cum[i]) / np.maximum(seg[i], 1e-300))[:, None] * d[i]
+    r = np.linalg.norm(pts - centre, axis=1)
+    return bool(r.std() / r.mean() < ROUND_MAX_RADIUS_CV)
+
+
+def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
+    """The unit's shape numbers (see the module docstring). GeometryError for a unit
+    without triangles or with non-finite vertices."""
+    v = np.asarray(unit.vertices, dtype=float).reshape(-1, 3)
+    f = np.asarray(unit.faces, dtype=np.int64).reshape(-1, 3)
+    if len(f) == 0 or len(v) == 0:
+        raise GeometryError(f"unit '{unit.name}' has no triangles")
+    world = np.asarray(unit.world, dtype=float).reshape(4, 4)
+    pts = (v @ world[:3, :3].T + world[:3, 3]) * float(unit_scale)
+    if not np.all(np.isfinite(pts)):
+        raise GeometryError(f"unit '{unit.name}' has non-finite vertices")
+    used = np.unique(f)
+    base_z, top_z = float(pts[used, 2].min()), float(pts[used, 2].max())
+    height = top_z - base_z
+    hull = convex_hull_2d(pts[used, :2])
+    lin = world[:2, :2]
+    scale = float(np.sqrt(abs(np.linalg.det(lin)))) or 1.0
+    rot2 = lin / scale
+    if len(hull) < 3 or polygon_area(hull) < 1e-6:
+        centre = pts[used, :2].mean(axis=0)
+        return Shape(unit.name, base_z, height, hull, centre, np.array([1.0, 0.0]),
+                      np.array([0.0, 1.0]), 0.0, 0.0, False, None, 0.0, 0.0, 0.0, 0.0,
+                      np.zeros(2), 0.0, 0.0, False, rot2, world[:2, 3] * unit_scale,
+                      (v, f))
+    e_long, e_short, length, width, centre = _unit_rect(hull)
+    # the rectangle's frame: u along the long side, w along the short side, z up from base
+    rel = pts[:, :2] - centre
+    p = np.stack([rel @ e_long, rel @ e_short, pts[:, 2] - base_z], axis=1)
+    half = (length / 2.0 + 1e-6, width / 2.0 + 1e-6)
+    res = HEIGHT_MAP_RES
+    near, far = _depth_buffers(p, f, 0, 1, 2, (-half[0], -half[1]), half, res)
+    hit = np.isfinite(far)
+    cells = float(res * res)
+    top_share = float((far >= height - SURFACE_BAND_M).sum() / cells)
+    surface_m, surface_share = _surface(far[hit], cells)
+    body_share = float(((far >= 0.25) & (far <= 0.95)).sum() / cells)
+    tall_share, tall_offset = 0.0, np.zeros(2)
+    if surface_m is not None:
+        tall = hit & (far >= surface_m + TALL_ABOVE_M)
+        tall_share = float(tall.sum() / cells)
+        if tall.any():
+            cu = (np.arange(res) + 0.5) / res * 2 * half[0] - half[0]
+            cw = (np.arange(res) + 0.5) / res * 2 * half[1] - half[1]
+            iu, iw = np.nonzero(tall)
+            tall_offset = e_long * float(cu[iu].mean()) + e_short * float(cw[iw].mean())
+    top = far >= height - SURFACE_BAND_M
+    knee_share = float((top & (near >= UNDER_FREE_M)).sum() / max(top.sum(), 1))
+    z_half = (height / 2.0 + 1e-6)
+    q = p.copy()
+    q[:, 2] -= height / 2.0
+    _, side = _depth_buffers(q, f, 0, 2, 1, (-half[0], -z_half), (half[0], z_half), 32)
+    side_fill = float(np.isfinite(side).mean())
+    on_long = (abs(float(tall_offset @ e_short)) / width
+               > abs(float(tall_offset @ e_long)) / length)
+    shape = Shape(unit.name, base_z, height, hull, centre, e_long, e_short, length, width,
+                   _is_round(hull, length, width), surface_m, surface_share, body_share,
+                   top_share,
+                   tall_share, tall_offset, knee_share, side_fill, on_long, rot2,
+                   world[:2, 3] * float(unit_scale), (v, f))
+    shape.features = {"length_m": length, "width_m": width, "height_m": height,
+                      "surface_m": -1.0 if surface_m is None else surface_m,
+                      "surface_share": surface_share, "body_share": body_share,
+                      "top_share": top_share,
+                      "tall_share": tall_share, "knee_share": knee_share,
+                      "side_fill": side_fill}
+    return shape
+
+
+def _surface(tops: np.ndarray, cells: float) -> tuple[float | None, float]:
+    """The height band (2 cm bins, a bin and its neighbours) that covers most of the
+    footprint between 0.15 m and 1.0 m: a seat, a top, a mattress."""
+    tops = tops[(tops >= 0.15) & (tops <= 1.0)]
+    if not len(tops):
+        return None, 0.0
+    bins = np.floor(tops / 0.02).astype(np.int64)
+    lo = int(bins.min())
+    counts = np.bincount(bins - lo)
+    window = np.convolve(counts, np.ones(3), mode="same")
+    best = int(np.argmax(window))
+    sel = np.abs(bins - lo - best) <= 1
+    return float(np.median(tops[sel])), float(sel.sum() / cells)
+
+
+# --------------------------------------------------------------------------- roles
+def _soft(x: float, lo: float, hi: float, margin: float) -> float:
+    """1 inside [lo, hi], falling linearly to 0 ``margin`` outside."""
+    if lo <= x <= hi:
+        return 1.0
+    d = lo - x if x < lo else x - hi
+    return max(0.0, 1.0 - d / margin)
+
+
+def _rule(s: Shape, role: str) -> float:
+    L, W, H = s.length, s.width, s.height
+    seat = s.surface_m if s.surface_m is not None else -1.0
+    has_back = _soft(s.tall_share, 0.02, 1.0, 0.015)
+    no_back = _soft(s.tall_share, 0.0, 0.015, 0.02)
+    case = _soft(s.side_fill, 0.6, 1.0, 0.15)
+    open_under = _soft(s.side_fill, 0.0, 0.5, 0.15)
+    if role == "flat":
+        return _soft(H, 0.0, 0.05, 0.03) * _soft(L, 0.8, 1e9, 0.4)
+    if role == "wall":
+        return (_soft(H, 1.6, 1e9, 0.3) * _soft(W, 0.0, 0.35, 0.1)
+                * _soft(L / max(W, 1e-6), 4.0, 1e9, 1.5))
+    if role == "table":
+        return (_soft(H, 0.62, 0.86, 0.06) * _soft(s.top_share, 0.5, 1.0, 0.15)
+                * _soft(s.knee_share, 0.15, 1.0, 0.15) * _soft(W, 0.55, 1.6, 0.15)
+                * _soft(L, 0.55, 3.6, 0.2) * _soft(s.side_fill, 0.0, 0.6, 0.1))
+    if role == "desk":   # a table-height top over pedestals or a modesty panel
+        return (0.0 if s.round else 1.0) * (
+            _soft(H, 0.65, 0.86, 0.05) * _soft(s.top_share, 0.5, 1.0, 0.15)
+            * _soft(s.knee_share, 0.1, 1.0, 0.1) * _soft(W, 0.4, 0.95, 0.1)
+            * _soft(L, 0.8, 2.2, 0.15) * _soft(s.side_fill, 0.55, 1.0, 0.1))
+    if role == "coffee_table":
+        return (_soft(H, 0.28, 0.55, 0.06) * _soft(s.top_share, 0.45, 1.0, 0.15)
+                * _soft(L, 0.6, 1.8, 0.2) * _soft(W, 0.4, 1.2, 0.1)
+                * _soft(L / max(W, 1e-6), 1.0, 2.6, 0.5) * max(open_under, 0.6 * (1 - case)))
+    if role == "tv_stand":
+        return (_soft(H, 0.3, 0.66, 0.05) * _soft(L, 0.9, 3.0, 0.2) * _soft(W, 0.2, 0.65, 0.1)
+                * _soft(L / max(W, 1e-6), 2.0, 12.0, 0.5) * _soft(s.top_share, 0.4, 1.0, 0.15)
+                * max(case, 0.7 * _soft(s.knee_share, 0.0, 0.3, 0.2)))
+    if role == "nightstand":
+        return (_soft(H, 0.35, 0.85, 0.08) * _soft(L, 0.25, 0.75, 0.1)
+                * _soft(s.top_share, 0.45, 1.0, 0.15) * case)
+    if role == "side_table":
+        return (_soft(H, 0.35, 0.68, 0.05) * _soft(L, 0.42, 0.65, 0.06)
+                * _soft(s.top_share, 0.45, 1.0, 0.15) * open_under)
+    if role == "storage":
+        return (_soft(H, 0.9, 2.6, 0.1) * _soft(s.top_share, 0.4, 1.0, 0.15) * case
+                * _soft(W, 0.2, 1.0, 0.2))
+    elongated = L >= 1.3 * W
+    if role == "bed":   # a headboard at an end, if any: little stands above the mattress
+        return ((0.3 if elongated and s.back_on_long_side else 1.0)
+                * _soft(s.tall_share, 0.0, 0.12, 0.06)
+                * max(_soft(s.knee_share, 0.0, 0.3, 0.2), _soft(s.top_share, 0.0, 0.3, 0.1))
+                * _soft(L, 1.75, 2.5, 0.2) * _soft(W, 0.8, 2.3, 0.15)
+                * _soft(seat, 0.25, 0.82, 0.06)
+                * max(_soft(s.surface_share, 0.5, 1.0, 0.12), _soft(s.body_share, 0.75, 1.0, 0.1))
+                * _soft(H, 0.3, 1.7, 0.2))
+    if role == "sofa":   # a back along the long side (a chaise's may stand at its end)
+        return ((0.6 if elongated and not s.back_on_long_side else 1.0)
+                * _soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.15, 0.75, 0.1)
+                * _soft(s.tall_share, 0.14, 1.0, 0.06)   # a back and arms, not a headboard
+                * _soft(L, 1.25, 3.6, 0.2) * _soft(W, 0.55, 2.2, 0.15)
+                * _soft(H, 0.55, 1.25, 0.15))
+    if role == "armchair":
+        return (_soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.1, 1.0, 0.08)
+                * has_back * _soft(L, 0.62, 1.6, 0.08) * _soft(W, 0.6, 1.35, 0.06)
+                * _soft(H, 0.55, 1.3, 0.15))
+    if role == "chair":
+        return (_soft(seat, 0.36, 0.62, 0.06) * _soft(s.surface_share, 0.08, 1.0, 0.06)
+                * has_back * _soft(L, 0.3, 0.72, 0.08) * _soft(W, 0.3, 0.7, 0.08)
+                * _soft(H, 0.65, 1.4, 0.1))
+    if role == "stool":
+        return (_soft(H, 0.4, 0.9, 0.08) * _soft(L, 0.25, 0.5, 0.06) * no_back
+                * _soft(s.top_share, 0.1, 1.0, 0.08) * open_under)
+    raise KeyError(role)
+
+
+ROLE_RULES = ("flat", "wall", "table", "desk", "coffee_table", "tv_stand", "nightstand",
+              "side_table", "storage", "bed", "sofa", "armchair", "chair", "stool")
+_WORD = re.compile(r"[a-z]+")
+
+
+def name_hints(name: str) -> set[str]:
+    """Roles a name's words mention (``Chair.003`` -> chair; ``Object_17`` -> none)."""
+    words = set(_WORD.findall(name.lower()))
+    spaced = name.lower()
+    return {role for role, keys in NAME_WORDS.items()
+            if any(k in words or (len(k) > 4 and k in spaced) for k in keys)}
+
+
+@dataclass
+class Role:
+    role: str | None
+    score: float
+    runner_up: tuple[str, float] | None
+    settled: bool
+    hinted: bool
+
+
+def classify(s: Shape, name: str = "") -> Role:
+    hints = name_hints(name)
+    scores = {r: _rule(s, r) for r in ROLE_RULES}
+    for r in hints & set(scores):
+        if scores[r] > 0:
+            scores[r] = min(1.0, scores[r] + NAME_HINT_WEIGHT)
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    (best, score), (second, s2) = ranked[0], ranked[1]
+    if score < ROLE_MIN:
+        return Role(None, score, (best, score), True, False)
+    # roles that lead to the same place in a group do not need telling apart
+    interchangeable = {frozenset(("nightstand", "side_table")), frozenset(("chair", "armchair")),
+                       frozenset(("armchair", "sofa")), frozenset(("table", "desk"))}
+    settled = score - s2 >= ROLE_MARGIN or frozenset((best, second)) in interchangeable
+    return Role(best, score, (second, s2), settled, best in hints)
+
+
+def role_evidence(s: Shape, role: str) -> str:
+    dims = f"{s.length:.2f}x{s.width:.2f} m footprint, {s.height:.2f} m tall"
+    surf = "" if s.surface_m is None else f"surface {s.surface_m:.2f} m ({s.surface_share:.0%})"
+    if role in ("table", "desk", "coffee_table"):
+        return f"{role}: top {s.height:.2f} m, {s.length:.2f}x{s.width:.2f} m footprint, " \
+               f"{s.knee_share:.0%} of the top with free room under it"
+    if role in ("chair", "armchair", "sofa"):
+        return f"{role}: seat {s.surface_m or 0:.2f} m, back to {s.height:.2f} m " \
+               f"({s.tall_share:.0%} of the footprint), {s.length:.2f}x{s.width:.2f} m"
+    if role == "bed":
+        return f"bed: {s.length:.2f}x{s.width:.2f} m, {surf}, headboard to {s.height:.2f} m"
+    if role in ("nightstand", "tv_stand", "storage"):
+        return f"{role}: {dims}, front view {s.side_fill:.0%} closed"
+    return f"{role}: {dims}" + (f", {surf}" if surf else "")

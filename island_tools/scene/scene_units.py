@@ -1,0 +1,147 @@
+"""Which objects of a scene are furniture units, and their evaluated geometry, through the
+worker's ``scene_read`` job (``island-refine propose``)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import meshcache
+from ..errors import refusal_line
+from ..geometry import convex_hull_2d, convex_signed_distance, polygon_area
+from ..iteration import RunJob
+from .furniture import UnitInput
+
+# --------------------------------------------------------------------------- the scene
+GEOMETRY_TYPES = ("MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD",
+                  "VOLUME")
+SPLIT_GAP_M = 0.05           # parts this far apart in plan are separate pieces
+PIECE_MIN_HEIGHT_M = 0.25    # ... when each is at least this tall
+PIECE_MIN_AREA_M2 = 0.03     # ... and covers this much floor
+
+
+def _has_own_geometry(o: Mapping[str, Any]) -> bool:
+    return o.get("type") in GEOMETRY_TYPES or (o.get("type") == "EMPTY"
+                                               and o.get("instance_collection") is not None)
+
+
+def unit_roots(objects: Mapping[str, Mapping[str, Any]],
+               world_points: Mapping[str, np.ndarray]) -> list[str]:
+    """The furniture unit roots of a scene (``scene_read``'s ``objects``) from its hierarchy
+    and each object's own evaluated geometry (``world_points``: object name -> its points in
+    world metres, for the objects that have triangles).
+
+    A top-level object in the view layer is a root. An Empty that groups pieces standing
+    apart (a room's Empty over its furniture, a set imported as one file) is no unit: each
+    child is considered in its place. A child subtree standing apart in plan from its
+    parent's own mesh (``SPLIT_GAP_M``; a coffee table parented to its sofa) is a unit of its
+    own. Parts that touch or overlap (legs, seat, back; a mattress on its frame) stay with
+    their root. Cameras, lights and other objects without geometry in their subtree are no
+    units."""
+    live = {n for n, o in objects.items() if o.get("in_view_layer", True)}
+    children: dict[str, list[str]] = {}
+    for n in sorted(live):
+        parent = objects[n].get("parent")
+        if parent in live:
+            children.setdefault(parent, []).append(n)
+
+    def points(n: str) -> np.ndarray:
+        todo, got = [n], []
+        while todo:
+            x = todo.pop()
+            if x in world_points:
+                got.append(world_points[x])
+            todo.extend(children.get(x, []))
+        return np.vstack(got) if got else np.zeros((0, 3))
+
+    def is_piece(p: np.ndarray) -> bool:
+        if len(p) < 3 or float(np.ptp(p[:, 2])) < PIECE_MIN_HEIGHT_M:
+            return False
+        hull = convex_hull_2d(p[:, :2])
+        return len(hull) >= 3 and polygon_area(hull) >= PIECE_MIN_AREA_M2
+
+    def apart(a: np.ndarray, b: np.ndarray) -> bool:
+        ha, hb = convex_hull_2d(a[:, :2]), convex_hull_2d(b[:, :2])
+        if len(ha) < 3 or len(hb) < 3:
+            return False
+        return convex_signed_distance(ha, hb)[0] > SPLIT_GAP_M
+
+    def split(n: str) -> list[str]:
+        kids = children.get(n, [])
+        if not len(points(n)):
+            return []
+        if not kids:
+            return [n]
+        kid_points = {c: points(c) for c in kids}
+        own = world_points.get(n)
+        if own is None:   # an Empty: a grouping node when two of its pieces stand apart
+            pieces = [c for c in kids if is_piece(kid_points[c])]
+            if any(apart(kid_points[a], kid_points[b])
+                   for i, a in enumerate(pieces) for b in pieces[i + 1:]):
+                return [r for c in kids for r in split(c)]
+            return [n]
+        out = [n]
+        for c in kids:
+            if is_piece(kid_points[c]) and apart(kid_points[c], own):
+                out += split(c)
+        return out
+
+    tops = [n for n in sorted(live) if objects[n].get("parent") not in live]
+    return [r for n in tops for r in split(n)]
+
+
+def _world_points(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                  objects: Mapping[str, Mapping[str, Any]], unit_scale: float
+                  ) -> dict[str, np.ndarray]:
+    out = {}
+    for name, (v, f) in meshes.items():
+        if not len(f):
+            continue
+        m = np.asarray(objects[name]["matrix_world"], dtype=float)
+        out[name] = (np.asarray(v, dtype=float) @ m[:3, :3].T + m[:3, 3]) * unit_scale
+    return out
+
+
+def read_scene_units(blend: str, run_job: RunJob, work_dir: str
+                     ) -> tuple[dict[str, UnitInput], float, list[dict[str, Any]]]:
+    """(units, unit_scale, left out) of the scene file ``blend`` through the worker's
+    ``scene_read`` (``measure_only``: refused units are measured too, to say why they are
+    left out). Two reads when the scene has hierarchies (each object's own geometry decides
+    where units split, :func:`unit_roots`), else one; then one read of the unit roots."""
+    first = run_job({"op": "scene_read", "blend": blend, "names": [], "export_meshes": None})
+    objects = first["objects"]
+    unit_scale = float(first.get("unit_scale") or 1.0)
+    live = {n for n, o in objects.items() if o.get("in_view_layer", True)}
+    nested = any(o.get("parent") in live for n, o in objects.items() if n in live)
+    if nested:
+        own = sorted(n for n in live if _has_own_geometry(objects[n]))
+        npz = f"{work_dir}/objects.npz"
+        run_job({"op": "scene_read", "blend": blend, "names": own, "export_meshes": npz,
+                 "measure_only": True})
+        meshes, _ = meshcache.load(npz)
+        roots = unit_roots(objects, _world_points(meshes, objects, unit_scale))
+    else:   # no hierarchy: every object with geometry of its own is a unit
+        roots = sorted(n for n in live if _has_own_geometry(objects[n]))
+    npz = f"{work_dir}/units.npz"
+    result = run_job({"op": "scene_read", "blend": blend, "names": roots,
+                      "export_meshes": npz, "measure_only": True})
+    meshes, _ = meshcache.load(npz)
+    left_out: list[dict[str, Any]] = []
+    refused: dict[str, list[dict[str, Any]]] = {}
+    for r in result.get("refusals") or []:
+        refused.setdefault(r["member"], []).append(r)
+    units: dict[str, UnitInput] = {}
+    for name in roots:
+        if name in refused:
+            left_out.append({"name": name, "role": None,
+                             "reason": f"refused by the worker: {refusal_line(refused[name])}"})
+            continue
+        if name not in meshes:
+            continue
+        o = objects[name]
+        v, f = meshes[name]
+        units[name] = UnitInput(name, np.asarray(o["matrix_world"], dtype=float), v, f,
+                                o.get("parent"), tuple(o.get("collections") or ()),
+                                str(o.get("type")))
+    return units, unit_scale, left_out
