@@ -63,7 +63,7 @@ from pathlib import Path
 ADDON_DIR = Path(__file__).resolve().parent
 REPO = ADDON_DIR.parent
 EXCLUDE = ("build.py",)
-# What the library imports beyond the stdlib and numpy (island_tools/geometry.py: fcl;
+# What the library imports beyond the stdlib and numpy (island_tools/measure/geometry.py: fcl;
 # annotate.py: PIL; configfile.py: yaml for files that are not flat key: value lines).
 WHEELS = {"python-fcl": "python-fcl>=0.7", "pillow": "pillow>=10", "pyyaml": "pyyaml>=6"}
 # Shipped by every Blender 4.2+ (its Python's site-packages): never bundled.

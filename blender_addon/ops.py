@@ -737,7 +737,7 @@ def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict]) -> dict:
     measured on the units of this file (in this Python, or by ``tasks.py infer-specs``)."""
     import numpy as np
 
-    from island_tools import meshcache
+    from island_tools.measure import meshcache
     from worker.blend_io import scene_unit_scale
     from worker.meshes import collect_units
 
@@ -1091,7 +1091,7 @@ class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
             else prefs.user_config_path()
         if not target.exists() and config.config_path.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)  # keep the bundled comments
-            from island_tools import atomic
+            from island_tools.files import atomic
             atomic.copy_file(config.config_path, target)
         tasks.save_settings(target, tasks.settings_from_prefs(
             {k: getattr(p, k) for k in tasks.SETTINGS_KEYS}))

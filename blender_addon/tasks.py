@@ -183,8 +183,8 @@ def save_settings(config: str | os.PathLike[str], values: Mapping[str, Any]) -> 
     Values are validated exactly as command-line flags are (``island_tools.config``);
     ``samples`` None is written as ``samples: null`` (the engine's default).
     """
-    from island_tools import atomic
     from island_tools.config import Settings, with_overrides
+    from island_tools.files import atomic
 
     clean = {k: values[k] for k in SETTINGS_KEYS if k in values}
     with_overrides(Settings(), **{k: (v if v != "" else None) for k, v in clean.items()})
@@ -219,7 +219,7 @@ def read_target_spec(group_dir: str | os.PathLike[str]) -> dict | None:
 
 def write_target_spec(group_dir: str | os.PathLike[str], doc: Mapping[str, Any]) -> dict:
     """Validate against the contract (and metadata's member count), then write atomically."""
-    from island_tools import atomic
+    from island_tools.files import atomic
     from island_tools.schemas import load_metadata, parse_target_spec
 
     root = Path(group_dir)
@@ -258,7 +258,7 @@ def infer_target_specs(scene_dir: str | os.PathLike[str], world: Mapping[str, An
     graph's own ``target_spec``, else the inference from the anchor's measured footprint,
     the relation hints and the role conventions: ``validate.measure_group``), measured on
     the units of the open file. ``{gid: {"target_spec", "source"}}``."""
-    from island_tools import frames
+    from island_tools.measure import frames
     from island_tools.scene.validate import measure_group
 
     graph = relation_graph(scene_dir)
@@ -274,7 +274,7 @@ def infer_target_specs(scene_dir: str | os.PathLike[str], world: Mapping[str, An
 def infer_from_files(scene_dir: str, scene_json: str, meshes_npz: str) -> dict[str, dict]:
     """``infer_target_specs`` from what the add-on wrote (``scene_json``: ``{"world",
     "unit_scale"}``, ``meshes_npz``: the units' mesh cache), for a delegated call."""
-    from island_tools import meshcache
+    from island_tools.measure import meshcache
 
     doc = json.loads(Path(scene_json).read_text(encoding="utf-8"))
     meshes, props = meshcache.load(meshes_npz)
@@ -284,7 +284,7 @@ def infer_from_files(scene_dir: str, scene_json: str, meshes_npz: str) -> dict[s
 def annotate_metadata(group_dir: str | os.PathLike[str], group: Mapping[str, Any]) -> None:
     """What the scene pipeline's rebuild records beside the island (group id, the graph's
     forward-axis overrides, its relation label), so the loop's forward axes honour them."""
-    from island_tools import atomic
+    from island_tools.files import atomic
 
     path = Path(group_dir) / "metadata.json"
     doc = json.loads(path.read_text(encoding="utf-8"))
@@ -329,9 +329,9 @@ def place_transforms(group_dir: str | os.PathLike[str], source: str | os.PathLik
     The iteration is the file's ``iter`` field; it must be the next one. The file is checked
     against the contract first; a file outside the group is copied to ``iter_N/``.
     """
-    from island_tools import atomic
     from island_tools.errors import TransformsError, UsageError
-    from island_tools.jsonio import read_object
+    from island_tools.files import atomic
+    from island_tools.files.jsonio import read_object
     from island_tools.schemas import load_metadata, load_transforms
 
     root = Path(group_dir)
@@ -382,9 +382,9 @@ def deltas_from_poses(group_dir: str | os.PathLike[str], n: int,
 
     import numpy as np
 
-    from island_tools import frames
     from island_tools.errors import TransformsError
     from island_tools.iteration import load_current_poses, load_group, load_meshes
+    from island_tools.measure import frames
 
     group = load_group(group_dir)
     prev = load_current_poses(group, n - 1)
@@ -424,8 +424,8 @@ def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[
     """An artist's decision: ``iter_N/transforms.json`` (N = the next iteration) holding the
     deltas from ``iter_(N-1)`` to the poses of the loaded objects. Validated as any
     transforms.json; ``_island_meta.model`` is ``artist``."""
-    from island_tools import atomic
     from island_tools.adapter import transforms_doc
+    from island_tools.files import atomic
     from island_tools.iteration import sha256_file
     from island_tools.schemas import load_metadata, parse_transforms
 
@@ -453,7 +453,7 @@ def review_summary(group_dir: str | os.PathLike[str], n: int) -> dict:
     ``not_measured`` lines and the ``failing`` items."""
     from island_tools import review
     from island_tools.errors import UsageError
-    from island_tools.jsonio import read_object
+    from island_tools.files.jsonio import read_object
 
     root = Path(group_dir)
     geometry = read_object(root / REFINER_DIR / f"iter_{n}" / "geometry.json", UsageError,
@@ -490,8 +490,8 @@ def render_iteration(group_dir: str | os.PathLike[str], n: int, settings, run_jo
 
 
 def _render_locked(group, n: int, settings, run_job: RunJob, out_dir, progress) -> dict:
-    from island_tools import atomic
     from island_tools.errors import UsageError
+    from island_tools.files import atomic
     from island_tools.iteration import _install_iteration, is_complete
 
     src = group.iter_dir(n)
@@ -592,7 +592,7 @@ def iteration_view(group_dir: str | os.PathLike[str], n: int) -> dict:
 def _footprint_centres(path: Path, members) -> dict:
     """Each unit's local footprint centre (the yaw pivot), for the viewport arrows: an Empty
     root's own bounding box says nothing about where its furniture is."""
-    from island_tools import frames, meshcache
+    from island_tools.measure import frames, meshcache
 
     try:
         meshes, _ = meshcache.load(path)
@@ -605,9 +605,9 @@ def _footprint_centres(path: Path, members) -> dict:
 def world_poses(group_dir: str | os.PathLike[str], n: int) -> dict[str, list[list[float]]]:
     """Merge back: ``M_anchor @ canonical`` for every object of the group, with the
     canonical poses read back from ``iter_N`` (``current_state.json``)."""
-    from island_tools import frames
     from island_tools.errors import GroupInputError
-    from island_tools.jsonio import read_object
+    from island_tools.files.jsonio import read_object
+    from island_tools.measure import frames
     from island_tools.schemas import load_metadata
 
     root = Path(group_dir)

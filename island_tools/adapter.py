@@ -81,9 +81,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import atomic, frames, review
+from . import review
 from .config import Settings
 from .errors import EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
+from .files import atomic
+from .files.jsonio import loads_strict, read_object
 from .iteration import (
     REFINER_DIR,
     Group,
@@ -97,7 +99,7 @@ from .iteration import (
     sha256_file,
     utc_now,
 )
-from .jsonio import loads_strict, read_object
+from .measure import frames
 from .policy import EMPTY_STOP, MIN_ITER, Phase, Verdict, check_policy, phase_for
 from .schemas import FORBIDDEN_TRANSFORM_KEYS, parse_transforms
 

@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import atomic
 from .errors import WorkerError
+from .files import atomic
 
 if TYPE_CHECKING:
     from PIL import ImageDraw, ImageFont

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .configfile import (  # noqa: F401 - re-exported
+from .files.configfile import (  # noqa: F401 - re-exported
     DEFAULT_CONFIG,
     DEFAULT_SAMPLES,
     DEFAULTS,

@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from . import atomic, blendfile, frames, meshcache
 from .annotate import annotate_bev
-from .atomic import sha256_file
 from .config import Settings
 from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
-from .jsonio import read_object
+from .files import atomic, blendfile
+from .files.atomic import sha256_file
+from .files.jsonio import read_object
+from .measure import frames, meshcache
 from .schemas import (
     Metadata,
     TargetSpec,
@@ -196,7 +197,7 @@ def load_meshes(group: Group) -> tuple[meshcache.Meshes, dict[str, dict]]:
 
 def load_context(group: Group) -> meshcache.Meshes | None:
     """The group's fixed context (``context.npz``, canonical frame), or None without one."""
-    from .obstacles import load
+    from .measure.obstacles import load
 
     path = group.root / CONTEXT_CACHE
     try:
@@ -240,7 +241,7 @@ def forward_axes(group: Group, meshes: meshcache.Meshes, props: dict[str, dict]
         if problem is not None:
             raise GroupInputError(problem[1], file=str(path), field=problem[0], fix=fix)
         return doc
-    from .forward_axis import forward_axes_document
+    from .measure.forward_axis import forward_axes_document
 
     overrides = {name: p["forward_axis"] for name, p in props.items() if "forward_axis" in p}
     overrides.update(group.metadata.forward_axis_overrides)
@@ -329,7 +330,7 @@ def _render_job(settings: Settings, axes: dict[str, Any], group: Group) -> dict[
 
 def _geometry(group: Group, meshes: meshcache.Meshes, axes: dict[str, Any],
               poses: dict[str, np.ndarray], n: int) -> dict[str, Any]:
-    from .geometry import compute_geometry
+    from .measure.geometry import compute_geometry
 
     try:
         doc = compute_geometry(meshes, poses, group.metadata.anchor_id,

@@ -66,8 +66,8 @@ from . import adapter, review
 from .clirun import failure
 from .config import Settings, with_overrides
 from .errors import IslandError, TransformsError, UsageError
+from .files.jsonio import loads_strict, read_object
 from .iteration import REFINER_DIR, Group, RunJob, completed_iters, load_group
-from .jsonio import loads_strict, read_object
 from .loop_lines import geometry_summary, init_iter0_lines, iter_step_lines, write_lines
 from .scene.errors import EXIT_PARTIAL
 

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import frames
 from .errors import TransformsError
+from .measure import frames
 from .schemas import Transforms
 
 MIN_ITER = 5

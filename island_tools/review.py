@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GroupInputError
+from .files.jsonio import read_object
 from .iteration import FORWARD_AXES, REFINER_DIR, Group, load_group
-from .jsonio import read_object
 from .scene.verify import review_group
 
 VERDICTS = ("pass", "fail", "uncertain")

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from . import frames
 from .errors import GroupInputError, TargetSpecError, TransformsError, quoted
-from .jsonio import read_object
+from .files.jsonio import read_object
+from .measure import frames
 
 PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
 FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", "mixed")
@@ -58,7 +58,7 @@ class TargetSpec:
     spacing: str
     clearance_m: float
     free_note: str | None = None
-    layout: dict[str, Any] | None = None   # island_tools.layout (optional extension)
+    layout: dict[str, Any] | None = None   # island_tools.measure.layout (optional extension)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -112,7 +112,7 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
                                   "besides the anchor")
     layout = None
     if doc.get("layout") is not None:
-        from .layout import LayoutError, parse_layout
+        from .measure.layout import LayoutError, parse_layout
 
         raw = doc["layout"]
         for key, value in (raw.items() if isinstance(raw, dict) else ()):

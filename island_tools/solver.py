@@ -114,9 +114,11 @@ from typing import Any
 
 import numpy as np
 
-from . import frames, meshcache
 from .errors import GroupInputError
-from .geometry import (
+from .files.jsonio import read_object
+from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
+from .measure import frames, meshcache
+from .measure.geometry import (
     EDGE_ORDER,
     SLOT_GAP_M,
     convex_hull_2d,
@@ -126,14 +128,12 @@ from .geometry import (
     modulo_turn_deg,
     parallel_facing_target,
 )
-from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
-from .jsonio import read_object
-from .layout import layout_of, parse_note
-from .layout import opposite as opposite_edge
-from .layout import resolve as resolve_layout
-from .obstacles import Context as ObstacleContext
-from .obstacles import Obstacle
-from .obstacles import distances as obstacle_distances
+from .measure.layout import layout_of, parse_note
+from .measure.layout import opposite as opposite_edge
+from .measure.layout import resolve as resolve_layout
+from .measure.obstacles import Context as ObstacleContext
+from .measure.obstacles import Obstacle
+from .measure.obstacles import distances as obstacle_distances
 from .policy import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 
 POSITION_TOL_M = 0.001
@@ -192,7 +192,7 @@ def parse_mixed_facing(note: str, names: list[str]) -> dict[str, str | None]:
 
 def parse_free_quotas(note: str, member_count: int) -> dict[str, int] | None:
     """Canonical edge counts named in a free_note ("2 chairs on -y, 1 at the +x end"), if
-    they add up (``island_tools.layout.parse_note`` reads the other regular forms too)."""
+    they add up (``island_tools.measure.layout.parse_note`` reads the other regular forms too)."""
     layout = parse_note(note, member_count)
     if not layout or not any(e in layout for e in EDGE_ORDER):
         return None

@@ -4,7 +4,7 @@ An agent runs ``iter_step.py`` as a fresh process every iteration. The warm work
 (``worker/daemon.py``) keeps *Blender* alive, but a fresh CLI process still paid its own
 start: numpy, python-fcl, pillow and the island_tools modules (~0.2 s), then geometry,
 annotation and JSON on cold caches. So the CLI is now a thin client: this module's
-``run_cli`` uses nothing but cheap standard-library modules (plus ``island_tools.configfile``
+``run_cli`` uses nothing but cheap standard-library modules (plus ``island_tools.files.configfile``
 / ``.errors`` and ``worker.daemon_client``, written to stay so) and hands the whole call -
 argv, working directory, environment, umask - to a long-lived Python that has everything
 imported (``scripts/_step_host_server.py``). That host runs exactly the in-process CLI
@@ -40,8 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from island_tools.configfile import DEFAULTS, read_config  # noqa: E402
 from island_tools.errors import EXIT_INTERNAL, IslandError  # noqa: E402
+from island_tools.files.configfile import DEFAULTS, read_config  # noqa: E402
 from worker import daemon_client as daemon  # noqa: E402
 
 TYPE_CHECKING = False  # not typing's: the client stays cheap to import

@@ -56,9 +56,9 @@ class StepHostHandler(daemon.Handler):
         import numpy  # noqa: F401
 
         import island_tools.annotate  # noqa: F401
-        import island_tools.forward_axis  # noqa: F401
-        import island_tools.geometry  # noqa: F401
         import island_tools.iteration  # noqa: F401
+        import island_tools.measure.forward_axis  # noqa: F401
+        import island_tools.measure.geometry  # noqa: F401
         import scripts.init_iter0  # noqa: F401
         import scripts.iter_step  # noqa: F401
         import worker.launch  # noqa: F401

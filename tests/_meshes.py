@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from island_tools import frames
+from island_tools.measure import frames
 from island_tools.policy import MIN_ITER
 
 Mesh = tuple[np.ndarray, np.ndarray]

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from island_tools import atomic, meshcache
 from island_tools.adapter import REPORT_MAX_WORDS, read_decision_text, run_group, write_decision
 from island_tools.config import Settings
 from island_tools.errors import (
@@ -32,7 +31,9 @@ from island_tools.errors import (
     EXIT_TRANSFORMS,
     TransformsError,
 )
+from island_tools.files import atomic
 from island_tools.iteration import init_iter0, iter_step, sha256_file
+from island_tools.measure import meshcache
 from island_tools.policy import EXCEPTION_CAP_M, MIN_ITER
 from tests._helpers import snapshot
 

@@ -17,8 +17,8 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from island_tools import atomic
 from island_tools.adapter import transforms_doc
+from island_tools.files import atomic
 from island_tools.iteration import sha256_file
 
 pytestmark = pytest.mark.bpy

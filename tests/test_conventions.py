@@ -17,10 +17,10 @@ from _assets import ASSETS_DIR, load_blender_mesh, manifest_rows
 from _meshes import solve
 from shapely.geometry import MultiPoint
 
-from island_tools import frames
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import GeometryContext
-from island_tools.layout import LayoutError, convention, parse_layout, parse_note
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import GeometryContext
+from island_tools.measure.layout import LayoutError, convention, parse_layout, parse_note
 from island_tools.scene.relation_graph import GroupSpec
 from island_tools.scene.validate import apply_convention
 from island_tools.schemas import parse_target_spec

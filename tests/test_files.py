@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from island_tools import atomic
+from island_tools.files import atomic
 from island_tools.iteration import same_bytes
 
 

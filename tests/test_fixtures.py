@@ -3,9 +3,9 @@ build through the worker read back from the saved .blend.
 
 The geometry here is measured independently of ``fixtures.specs``: footprints are shapely
 convex hulls of the posed vertices (gap = shapely distance, overlap = intersection area;
-island_tools.geometry's polygons if shapely is not installed),
+island_tools.measure.geometry's polygons if shapely is not installed),
 facing comes from the pose's rotation applied to local -Y, spacing from footprint centres
-projected on the anchor's edges. ``island_tools.geometry.compute_geometry`` (the pipeline's
+projected on the anchor's edges. ``island_tools.measure.geometry.compute_geometry`` (the pipeline's
 geometry.json) is cross-checked on every case as well (``test_island_tools_geometry_agrees``).
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pytest
 
 from fixtures import assets as fa
 from fixtures import specs
-from island_tools import frames
+from island_tools.measure import frames
 
-try:  # shapely comes with trimesh's usual extras; island_tools.geometry is the fallback
+try:  # shapely comes with trimesh's usual extras; island_tools.measure.geometry is the fallback
     from shapely.geometry import MultiPoint
 except ImportError:  # pragma: no cover - depends on the environment
     MultiPoint = None
@@ -52,14 +52,14 @@ def _posed(a: specs.Arrangement, name: str) -> np.ndarray:
 
 
 class _Hull:
-    """Convex footprint: shapely when installed, else island_tools.geometry's polygons."""
+    """Convex footprint: shapely when installed, else island_tools.measure.geometry's polygons."""
 
     def __init__(self, pts: np.ndarray) -> None:
         if MultiPoint is not None:
             self.shape = MultiPoint(pts.tolist()).convex_hull
             self.hull = None
         else:
-            from island_tools.geometry import convex_hull_2d
+            from island_tools.measure.geometry import convex_hull_2d
             self.shape, self.hull = None, convex_hull_2d(pts)
 
     def distance(self, other: _Hull) -> float:
@@ -69,7 +69,7 @@ class _Hull:
             if inter.area > 0:
                 return -math.sqrt(inter.area)
             return float(self.shape.distance(other.shape))
-        from island_tools.geometry import convex_signed_distance
+        from island_tools.measure.geometry import convex_signed_distance
         return convex_signed_distance(self.hull, other.hull)[0]
 
 
@@ -382,10 +382,10 @@ def test_metadata_frames(name: str, variant: str) -> None:
     parse_target_spec(a.target_spec(), "target_spec.json", len(a.members))
 
 
-# --------------------------------------------------------------------- island_tools.geometry
+# ------------------------------------------------------------- island_tools.measure.geometry
 @cache
 def geometry_doc(name: str, variant: str) -> dict:
-    from island_tools.geometry import compute_geometry
+    from island_tools.measure.geometry import compute_geometry
 
     a = arr(name, variant)
     # MANIFEST.tsv oracle: every member's front is local -Y (the symmetric coffee table

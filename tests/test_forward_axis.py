@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from _assets import ASSETS_DIR, load_blender_mesh, manifest_rows
 
-from island_tools import forward_axis
 from island_tools.errors import GeometryError
-from island_tools.forward_axis import (
+from island_tools.measure import forward_axis
+from island_tools.measure.forward_axis import (
     SYMMETRIC_SHARE,
     detect_forward_axis,
     forward_axes_document,

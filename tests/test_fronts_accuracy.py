@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fixtures import fronts_corpus as fc
-from island_tools.forward_axis import detect_forward_axis
+from island_tools.measure.forward_axis import detect_forward_axis
 
 TOLERANCE_DEG = 10.0
 MAX_UNDETERMINED_SHARE = 0.08

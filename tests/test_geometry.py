@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from _meshes import Mesh, box, merge, prism
 
-from island_tools import frames
 from island_tools.errors import GeometryError
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import (
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import (
     GeometryContext,
     compute_geometry,
     convex_hull_2d,

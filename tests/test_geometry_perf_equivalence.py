@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import trimesh  # a dependency of the package: missing is a failure, not a skip
 
-from island_tools import frames
-from island_tools.geometry import GeometryContext, compute_geometry
+from island_tools.measure import frames
+from island_tools.measure.geometry import GeometryContext, compute_geometry
 
 REFERENCE_SHA256 = "fb8d5c39a0f7d450df30941d008d61012a9b91bdbf3b16fb720b878b4dad612f"
 Mesh = tuple[np.ndarray, np.ndarray]

@@ -16,9 +16,9 @@ from _meshes import box, merge, solve
 from shapely.geometry import MultiPoint, Polygon
 
 from fixtures import specs
-from island_tools import frames
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import GeometryContext
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import GeometryContext
 from island_tools.scene import verify
 from island_tools.solver import Solver
 

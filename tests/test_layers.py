@@ -10,9 +10,10 @@ REPO = Path(__file__).resolve().parents[1]
 BLENDER_MODULES = {"bpy", "mathutils", "bmesh", "gpu", "bpy_extras"}
 NOT_IN_BLENDER_PYTHON = {"trimesh", "PIL", "rich", "tqdm", "dask", "fcl", "yaml", "scipy"}
 # island_tools modules the worker may import: stdlib + numpy only.
-WORKER_SAFE = {"island_tools", "island_tools.errors", "island_tools.atomic",
-               "island_tools.blendfile", "island_tools.frames", "island_tools.meshcache",
-               "island_tools.locks"}
+WORKER_SAFE = {"island_tools", "island_tools.errors", "island_tools.files",
+               "island_tools.files.atomic", "island_tools.files.blendfile",
+               "island_tools.files.locks", "island_tools.measure", "island_tools.measure.frames",
+               "island_tools.measure.meshcache"}
 
 
 def _imports(path: Path) -> set[str]:

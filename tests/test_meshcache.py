@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from island_tools import meshcache
+from island_tools.measure import meshcache
 
 
 def _mesh(n: int = 400, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +96,7 @@ def test_what_is_derived_does_not_depend_on_which_variant_came_first(monkeypatch
     """Two float-noise variants of one mesh share a key; the hull, pivots and BVH vertices a
     process keeps for it must be the same whichever it met first (seen: the add-on in a
     long-lived process wrote a geometry.json differing in the 6th decimal from the CLI's)."""
-    from island_tools.geometry import GeometryContext
+    from island_tools.measure.geometry import GeometryContext
 
     raw, f = _mesh(n=300, seed=8)
     raw = raw + [0.0, 0.0, 0.5]                          # float64 values, not float32 ones

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from island_tools import atomic, meshcache
 from island_tools.errors import EXIT_AGENT, EXIT_TRANSFORMS, EXIT_USAGE, EXIT_WORKER
+from island_tools.files import atomic
 from island_tools.iteration import init_iter0
+from island_tools.measure import meshcache
 from tests.test_adapter import SETTINGS, FakeWorker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from island_tools import atomic, frames, meshcache
 from island_tools.adapter import check_policy, run_group, write_decision
 from island_tools.config import Settings
 from island_tools.errors import EXIT_SANITY, EXIT_TRANSFORMS, SanityError, TransformsError
+from island_tools.files import atomic
 from island_tools.iteration import init_iter0, iter_step, sanity_check
+from island_tools.measure import frames, meshcache
 from island_tools.schemas import MemberDelta, Transforms
 from tests.test_adapter import FakeWorker, planned_agent
 

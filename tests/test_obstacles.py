@@ -8,10 +8,10 @@ import pytest
 from shapely.geometry import MultiPoint, Point, Polygon
 
 from fixtures import specs
-from island_tools import frames
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import GeometryContext
-from island_tools.obstacles import Context, distances, signed_distances
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import GeometryContext
+from island_tools.measure.obstacles import Context, distances, signed_distances
 from island_tools.policy import MIN_ITER
 from island_tools.scene import verify
 from island_tools.solver import Solver
@@ -138,7 +138,7 @@ def test_narrow_phase_on_near_triangles_agrees_with_the_whole_obstacle(seed: int
     import fcl
     import trimesh
 
-    from island_tools.geometry import _near_triangles
+    from island_tools.measure.geometry import _near_triangles
 
     rng = np.random.default_rng(seed)
     sphere = trimesh.creation.icosphere(subdivisions=5, radius=0.4)   # 20k triangles
@@ -173,8 +173,8 @@ def test_member_bvh_is_shared_across_groups_whose_scale_differs_by_noise(monkeyp
     digit (seen: 0.646551658 vs 0.646551669); its BVH must be built once per process, not
     once per group (0.5-0.85 s each for a 200k-triangle chair). A real change of scale
     builds a new one."""
-    from island_tools import geometry as geometry_module
-    from island_tools import meshcache
+    from island_tools.measure import geometry as geometry_module
+    from island_tools.measure import meshcache
 
     arr, target, axes, context, poses = _wall_case(0.2, start_in_gap=True)
     built: list[int] = []

@@ -24,7 +24,7 @@ import pytest
 
 from fixtures import rooms
 from fixtures.parametric import cylinder, generate
-from island_tools import frames
+from island_tools.measure import frames
 from island_tools.scene.errors import EXIT_RELATION_GRAPH, RelationGraphError
 from island_tools.scene.relation_graph import parse_relation_graph
 

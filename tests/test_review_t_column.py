@@ -1,6 +1,6 @@
 """The review of a T: one column of members at the middle of a long edge, the first at the
 clearance, the others behind it. Hand-written geometry documents (the fields
-island_tools.geometry writes), judged against numbers set here."""
+island_tools.measure.geometry writes), judged against numbers set here."""
 from __future__ import annotations
 
 from typing import Any

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools import frames
 from island_tools.config import Settings
 from island_tools.iteration import sha256_file
+from island_tools.measure import frames
 from island_tools.scene.errors import EXIT_GROUPS_FAILED, EXIT_RELATION_GRAPH
 from island_tools.scene.pipeline import RunOptions, ScenePipeline
 from tests._helpers import ledger_rows, load, running_groups, snapshot

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools import atomic, frames
+from island_tools.files import atomic
+from island_tools.measure import frames
 from island_tools.scene import contract, verify
 from island_tools.scene import ledger as ledger_mod
 from island_tools.scene.errors import EXIT_RELATION_GRAPH, RelationGraphError

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools import frames
 from island_tools.config import DEFAULT_SAMPLES, Settings, load_settings, with_overrides
 from island_tools.errors import (
     EXIT_GROUP_INPUT,
@@ -20,6 +19,7 @@ from island_tools.errors import (
     TransformsError,
     UsageError,
 )
+from island_tools.measure import frames
 from island_tools.schemas import (
     Metadata,
     load_metadata,

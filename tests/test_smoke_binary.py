@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from island_tools import atomic
 from island_tools.adapter import transforms_doc
 from island_tools.errors import EXIT_OK, EXIT_WORKER
+from island_tools.files import atomic
 from island_tools.iteration import sha256_file
 from tests.greedy_agent import propose
 

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from fixtures import specs
-from island_tools import frames, review
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import SLOT_GAP_M, GeometryContext
+from island_tools import review
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import SLOT_GAP_M, GeometryContext
 from island_tools.policy import MIN_ITER, check_policy
 from island_tools.scene.verify import review_group
 from island_tools.schemas import Metadata, parse_target_spec, parse_transforms

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from _meshes import Mesh, box, merge, prism, solve
 
-from island_tools import frames
 from island_tools.errors import GeometryError
-from island_tools.geometry import GeometryContext
+from island_tools.measure import frames
+from island_tools.measure.geometry import GeometryContext
 from island_tools.scene import verify
 from island_tools.scene.relation_graph import GroupSpec
 from island_tools.scene.validate import apply_convention

@@ -34,13 +34,15 @@ import pytest
 from shapely.geometry import MultiPoint, box
 
 from fixtures import specs
-from island_tools import atomic, frames, meshcache, review
+from island_tools import review
 from island_tools.adapter import REPORT_MAX_WORDS, report_text, run_group
 from island_tools.config import Settings
-from island_tools.forward_axis import forward_axes_document
-from island_tools.geometry import GeometryContext
+from island_tools.files import atomic
 from island_tools.iteration import load_current_poses, load_group
-from island_tools.obstacles import load as load_context
+from island_tools.measure import frames, meshcache
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import GeometryContext
+from island_tools.measure.obstacles import load as load_context
 from island_tools.policy import MIN_ITER
 from island_tools.scene import verify
 from tests.test_adapter import FakeWorker

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools import meshcache
 from island_tools.errors import (
     BlendVersionError,
     GroupInputError,
@@ -23,6 +22,7 @@ from island_tools.errors import (
     UsageError,
     WorkerError,
 )
+from island_tools.measure import meshcache
 from worker import launch
 
 BLENDER = next((p for p in ("/usr/bin/blender", shutil.which("blender") or "")

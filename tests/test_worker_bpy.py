@@ -12,8 +12,8 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from island_tools import meshcache  # noqa: E402
 from island_tools.errors import BlendVersionError, GroupInputError, UsageError  # noqa: E402
+from island_tools.measure import meshcache
 from worker import blend_io, jobs, meshes, render  # noqa: E402
 from worker.build import build_island  # noqa: E402
 
@@ -327,7 +327,7 @@ def test_addon_island_keeps_units_whole_and_the_open_file_untouched(tmp_path: Pa
     assert island["chair_part"].parent == island["chair_root"]
     assert island["chair_inst"].instance_collection.name == "ChairAsset"
     assert island["chair_root"].parent is None
-    t, _, scale = __import__("island_tools.frames", fromlist=["x"]).decompose(
+    t, _, scale = __import__("island_tools.measure.frames", fromlist=["x"]).decompose(
         np.array(island["chair_root"].matrix_world))
     assert np.allclose(t, [0.0, -0.9, 0.0], atol=1e-6) and np.allclose(scale, 0.01)
     found = meshes.export_meshes(["table", "chair_root", "chair_inst"], tmp_path / "m.npz")

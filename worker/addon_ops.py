@@ -35,8 +35,9 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from island_tools import atomic, frames
 from island_tools.errors import GroupInputError, WorkerError, refusal_line
+from island_tools.files import atomic
+from island_tools.measure import frames
 
 from .blend_io import (
     blender_version,

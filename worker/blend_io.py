@@ -5,7 +5,7 @@ blocks and drivers never run) and ``load_ui=False``; ``bpy.app.autoexec_fail`` (
 file wanted to run scripts and was not allowed to) is reported to the caller.
 
 Before handing a file to Blender its header version is read with
-``island_tools.blendfile``: a file saved by a newer Blender than the running one raises
+``island_tools.files.blendfile``: a file saved by a newer Blender than the running one raises
 ``BlendVersionError`` instead of letting an old Blender misread it.
 
 Poses are ``matrix_world`` values as 4x4 nested lists of floats (row-major, the layout of
@@ -29,7 +29,6 @@ from pathlib import Path
 import bpy
 from mathutils import Matrix
 
-from island_tools.blendfile import NotABlendFile, read_version, require_whole, version_str
 from island_tools.errors import (
     BlendVersionError,
     FilesystemError,
@@ -37,6 +36,7 @@ from island_tools.errors import (
     WorkerError,
     from_oserror,
 )
+from island_tools.files.blendfile import NotABlendFile, read_version, require_whole, version_str
 
 _LIST_MAX = 12
 

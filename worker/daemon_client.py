@@ -33,7 +33,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 from island_tools.errors import WorkerError  # noqa: E402
-from island_tools.locks import flock  # noqa: E402
+from island_tools.files.locks import flock  # noqa: E402
 
 from .daemon_common import (  # noqa: E402, F401 - re-exported (worker.daemon, the CLIs)
     DEFAULT_IDLE_S,
@@ -59,8 +59,9 @@ MAX_SOCKET_PATH = 107       # sun_path is 108 bytes with the NUL
 LOG_ROTATE_BYTES = 8 << 20
 EXIT_ALREADY_RUNNING = 3
 # Modules a daemon runs for a job: when one changes on disk, a running daemon is stale.
-_CODE_FILES = ("island_tools/errors.py", "island_tools/atomic.py", "island_tools/blendfile.py",
-               "island_tools/frames.py", "island_tools/meshcache.py", "island_tools/locks.py")
+_CODE_FILES = ("island_tools/errors.py", "island_tools/files/atomic.py",
+               "island_tools/files/blendfile.py", "island_tools/measure/frames.py",
+               "island_tools/measure/meshcache.py", "island_tools/files/locks.py")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -493,7 +494,7 @@ class _InputGuard:
 
     def restore(self) -> None:
         if self.path is not None and self.data is not None:
-            from island_tools.atomic import write_bytes
+            from island_tools.files.atomic import write_bytes
             write_bytes(self.path, self.data)
 
 

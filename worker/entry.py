@@ -23,8 +23,8 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from island_tools.atomic import write_bytes  # noqa: E402
 from island_tools.errors import EXIT_USAGE, error_dict, unsendable_reply  # noqa: E402
+from island_tools.files.atomic import write_bytes  # noqa: E402
 
 
 def _args(argv: list[str]) -> list[str]:

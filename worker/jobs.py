@@ -25,7 +25,7 @@
 ``build_island``
     ``{"op": "build_island", "out_blend", "objects_npz": <mesh cache path>,
     "objects": [{"name", "matrix_world", "color"?, "props"?}], "text_blocks": [...]}``;
-    vertices/faces come from the npz (``island_tools.meshcache`` format) so big arrays never
+    vertices/faces come from the npz (``island_tools.measure.meshcache`` format) so big arrays never
     go through JSON. Returns ``{"op", "out_blend", "blender_version", "objects",
     "timings_s": {"total"}}``.
 
@@ -83,7 +83,7 @@ def _unit_meshes(path: Any) -> dict | None:
     arrays per cache file (path, size, mtime) for the next job."""
     if not path:
         return None
-    from island_tools import meshcache
+    from island_tools.measure import meshcache
 
     from .units import render_arrays
 
@@ -178,7 +178,7 @@ def _step(job: Mapping) -> dict:
 
 
 def _build_island(job: Mapping) -> dict:
-    from island_tools import meshcache
+    from island_tools.measure import meshcache
 
     from .build import build_island
 

@@ -1,5 +1,5 @@
 """Export furniture units' evaluated, triangulated meshes to the mesh cache
-(``island_tools.meshcache``).
+(``island_tools.measure.meshcache``).
 
 Per unit root (``worker.units``): the unit's evaluated geometry (the root and its subtree,
 instances, modifiers applied) triangulated, vertices in the ROOT's local coordinates (before
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import bpy
 
-from island_tools import meshcache
-from island_tools.atomic import sha256_file
 from island_tools.errors import GroupInputError, refusal_line
+from island_tools.files.atomic import sha256_file
+from island_tools.measure import meshcache
 
 from .blend_io import get_objects, opened_file_unchanged
 from .units import geometry_refusals, refusals, unit_geometry

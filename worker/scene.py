@@ -65,8 +65,8 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from island_tools import meshcache
 from island_tools.errors import GroupInputError, UsageError
+from island_tools.measure import meshcache
 
 from . import render as _render
 from .blend_io import (

@@ -517,7 +517,7 @@ def render_arrays(vertices: np.ndarray, triangles: np.ndarray,
     f = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
     if len(f) <= max_triangles or len(v) == 0:
         return v, f
-    from island_tools.meshcache import keyed_vertices, mesh_digest, remembered
+    from island_tools.measure.meshcache import keyed_vertices, mesh_digest, remembered
 
     # Once per distinct mesh in this process: the same chair drawn by every render of every
     # iteration, by the masked scene render and by its five siblings.

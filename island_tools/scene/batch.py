@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, locks
 from ..errors import IslandError, WorkerError
-from ..jsonio import read_object
+from ..files import atomic, locks
+from ..files.jsonio import read_object
 from .ledger import Ledger, ProcessIdentity, utc_now
 from .paths import ISLAND_ATTEMPT, ISLAND_MARKER, GroupPaths, ScenePaths
 from .state import GROUP_COMPLETED, GROUP_FAILED, SceneState

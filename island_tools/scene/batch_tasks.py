@@ -10,10 +10,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .. import atomic
 from ..errors import EXIT_INTERNAL, IslandError, UsageError
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import sha256_file
-from ..jsonio import read_object
 from . import batch as batching
 from .batch import BatchRun
 from .context import StageContext

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IslandError
+from ..files.jsonio import read_object
 from ..iteration import REFINER_DIR, is_complete, same_bytes
-from ..jsonio import read_object
 from ..policy import MIN_ITER
 from ..schemas import load_metadata, load_transforms
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .. import atomic
+from ..files import atomic
 from ..iteration import sha256_file
 from .context import StageContext
 from .errors import IntegrityError

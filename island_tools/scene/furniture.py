@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GeometryError
-from ..forward_axis import _depth_buffers
-from ..geometry import (
+from ..measure.forward_axis import _depth_buffers
+from ..measure.geometry import (
     ROUND_MAX_ASPECT,
     ROUND_MAX_RADIUS_CV,
     convex_hull_2d,

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic, frames, meshcache
-from ..forward_axis import forward_axes_document
-from ..jsonio import read_object
+from ..files import atomic
+from ..files.jsonio import read_object
+from ..measure import frames, meshcache
+from ..measure.forward_axis import forward_axes_document
 from ..schemas import load_metadata
 from .errors import IntegrityError
 from .paths import GroupPaths

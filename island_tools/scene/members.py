@@ -1,6 +1,6 @@
 """Fronts and memberships of furniture units (``island-refine propose``).
 
-A unit's front is ``island_tools.forward_axis``'s (``mirror_relief``); when that is
+A unit's front is ``island_tools.measure.forward_axis``'s (``mirror_relief``); when that is
 undetermined, the side opposite its measured tall part (a backrest, a headboard) or, for
 case furniture, the side away from a wall right behind it. A seat belongs to the table, desk
 or TV stand it faces (``FACING_MAX_DEG``) and stands near (``TABLE_REACH_M`` from a table's
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GeometryError
-from ..forward_axis import detect_forward_axis
-from ..geometry import convex_signed_distance
-from ..meshcache import keyed_vertices, mesh_digest, remembered
+from ..measure.forward_axis import detect_forward_axis
+from ..measure.geometry import convex_signed_distance
+from ..measure.meshcache import keyed_vertices, mesh_digest, remembered
 from .furniture import Shape
 
 FACING_MAX_DEG = 45.0        # a member faces an anchor within this

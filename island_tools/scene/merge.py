@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic, frames
 from ..errors import UsageError
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import sha256_file
-from ..jsonio import read_object
+from ..measure import frames
 from ..schemas import load_metadata
 from .context import StageContext
 from .errors import IntegrityError

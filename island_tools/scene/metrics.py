@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import frames, meshcache
 from ..errors import UsageError
-from ..forward_axis import forward_axes_document
-from ..geometry import GeometryContext
-from ..jsonio import read_object
-from ..obstacles import load as load_context
-from ..obstacles import to_frame
+from ..files.jsonio import read_object
+from ..measure import frames, meshcache
+from ..measure.forward_axis import forward_axes_document
+from ..measure.geometry import GeometryContext
+from ..measure.obstacles import load as load_context
+from ..measure.obstacles import to_frame
 from ..review import infeasible_of
 from .paths import ScenePaths
 from .relation_graph import RelationGraph

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic
 from ..errors import GeometryError, GroupInputError, UsageError
-from ..geometry import convex_signed_distance
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import RunJob, sha256_file
-from ..jsonio import read_object
+from ..measure.geometry import convex_signed_distance
 from .errors import RelationGraphError
 from .furniture import Role, Shape, UnitInput, classify, measure_unit, role_evidence
 from .members import (

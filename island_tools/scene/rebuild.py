@@ -18,12 +18,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .. import atomic, frames, meshcache
 from ..errors import UsageError
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import CONTEXT_CACHE, sha256_file
-from ..jsonio import read_object
-from ..obstacles import load as load_context
-from ..obstacles import to_frame
+from ..measure import frames, meshcache
+from ..measure.obstacles import load as load_context
+from ..measure.obstacles import to_frame
 from .context import StageContext
 from .errors import IntegrityError
 from .group_files import poses_doc, write_forward_axes

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic, frames
 from ..errors import EXIT_FILESYSTEM, EXIT_INTERNAL, FilesystemError, IslandError
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import REFINER_DIR, same_bytes, sha256_file
-from ..jsonio import read_object
+from ..measure import frames
 from . import contract, verify
 from .context import StageContext
 from .errors import EXIT_GROUPS_FAILED, IntegrityError

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TargetSpecError, quoted
-from ..jsonio import read_object
-from ..layout import LayoutError, parse_layout
+from ..files.jsonio import read_object
+from ..measure.layout import LayoutError, parse_layout
 from ..schemas import (
     FACINGS,
     MAX_CLEARANCE_M,
@@ -211,7 +211,7 @@ def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
                 parse_layout(value)
             except LayoutError as exc:
                 raise _err(f, f"group '{gid}': {exc}", file,
-                           "see island_tools/layout.py for the layout forms") from None
+                           "see island_tools/measure/layout.py for the layout forms") from None
     return dict(hints)
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import meshcache
 from ..errors import refusal_line
-from ..geometry import convex_hull_2d, convex_signed_distance, polygon_area
 from ..iteration import RunJob
+from ..measure import meshcache
+from ..measure.geometry import convex_hull_2d, convex_signed_distance, polygon_area
 from .furniture import UnitInput
 
 # --------------------------------------------------------------------------- the scene

@@ -28,9 +28,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import atomic
 from ..errors import UsageError
-from ..jsonio import read_object
+from ..files import atomic
+from ..files.jsonio import read_object
 from .errors import EXIT_GROUPS_FAILED, EXIT_PARTIAL
 from .ledger import utc_now
 

@@ -38,15 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import atomic, frames, meshcache
 from ..errors import GroupInputError, TargetSpecError, UsageError, refusal_line
-from ..forward_axis import forward_axes_document
-from ..geometry import GeometryContext
+from ..files import atomic
+from ..files.jsonio import read_object
 from ..iteration import sha256_file
-from ..jsonio import read_object
-from ..layout import convention
-from ..obstacles import load as load_context
-from ..obstacles import to_frame
+from ..measure import frames, meshcache
+from ..measure.forward_axis import forward_axes_document
+from ..measure.geometry import GeometryContext
+from ..measure.layout import convention
+from ..measure.obstacles import load as load_context
+from ..measure.obstacles import to_frame
 from ..schemas import TargetSpec, parse_target_spec
 from .context import StageContext
 from .errors import RelationGraphError, SceneRefusedError
@@ -118,8 +119,9 @@ def infer_target_spec(group: GroupSpec, anchor_shape: str, anchor_ratio: float) 
 
 
 def apply_convention(doc: dict[str, Any], group: GroupSpec) -> dict[str, Any]:
-    """The furniture convention of ``anchor_role`` (``island_tools.layout.convention``: a bed's
-    nightstands beside its headboard, a desk chair at the kneehole, seats before a TV stand)
+    """The furniture convention of ``anchor_role`` (``island_tools.measure.layout.convention``:
+    a bed's nightstands beside its headboard, a desk chair at the kneehole, seats before a TV
+    stand)
     where the relation graph gives no pattern, layout or facing of its own."""
     hinted = set(group.relation)
     if "layout" in doc or hinted & {"pattern", "layout"}:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..geometry import CLEARANCE_VIOLATION_TOL_M, DECLARED_SYMMETRIC_NOTE, front_status
+from ..measure.geometry import CLEARANCE_VIOLATION_TOL_M, DECLARED_SYMMETRIC_NOTE, front_status
 
 FACING_TOL_DEG = 10.0
 CLEARANCE_TOL_M = CLEARANCE_VIOLATION_TOL_M       # closer than target by more: fail

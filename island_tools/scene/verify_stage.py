@@ -11,10 +11,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .. import atomic, meshcache
-from ..geometry import GeometryContext
-from ..jsonio import read_object
-from ..obstacles import load as load_context
+from ..files import atomic
+from ..files.jsonio import read_object
+from ..measure import meshcache
+from ..measure.geometry import GeometryContext
+from ..measure.obstacles import load as load_context
 from ..review import infeasible_of
 from ..schemas import load_metadata, load_target_spec, parse_target_spec
 from . import verify

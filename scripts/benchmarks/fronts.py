@@ -10,7 +10,7 @@ piece with its TRUE front (or none, with its symmetry order when known), split b
 
 Each piece is posed - the four axis-aligned yaws plus seeded random ones, a random uniform
 scale and translation (seeded per piece, so a piece's poses do not depend on which split or
-sources run) - and ``island_tools.forward_axis.detect_forward_axis`` runs on the posed
+sources run) - and ``island_tools.measure.forward_axis.detect_forward_axis`` runs on the posed
 vertices. Real pieces (assets, shared) get ``POSES`` poses (``QUICK_POSES`` with
 ``--quick``); the big parametric set gets ``PARAMETRIC_POSES`` (one axis-aligned yaw picked
 at random, the rest random yaws) over all its seeds, with ``--quick`` ``QUICK_PARAMETRIC_POSES``
@@ -101,7 +101,7 @@ def _same_order(truth: Any, got: Any) -> bool:
 def evaluate(piece: Any, poses: int, detect=None) -> list[dict[str, Any]]:
     """One row per pose: yaw, status, verdict, error, confidence, reported order, seconds."""
     if detect is None:
-        from island_tools.forward_axis import detect_forward_axis as detect
+        from island_tools.measure.forward_axis import detect_forward_axis as detect
     rng = np.random.default_rng([SEED, zlib.crc32(piece.name.encode("utf-8"))])
     vertices, faces = piece.load()
     vertices = np.asarray(vertices, dtype=np.float64)
@@ -181,7 +181,7 @@ def _table(results: list[tuple[Any, list[dict[str, Any]]]]) -> list[list[Any]]:
 
 
 def run(args: argparse.Namespace, detect=None) -> dict[str, Any]:
-    """``detect``: the detector to measure (default ``island_tools.forward_axis``'s)."""
+    """``detect``: the detector to measure (default ``island_tools.measure.forward_axis``'s)."""
     from fixtures import fronts_corpus as fc
 
     split = getattr(args, "split", None) or "both"

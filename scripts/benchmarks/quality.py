@@ -18,9 +18,10 @@ scripts.benchmarks.quality [--pattern P] [--case P:SEED] [--failed-from BENCH.js
 OUT]`` (``--failed-from``: the cases that failed in an earlier run's JSON).
 
 The judge (this file) is independent of the solver's target construction: it never calls
-``island_tools.geometry``, ``island_tools.solver`` or ``island_tools.obstacles``. From the
-final poses and the meshes it builds, with its own numpy + shapely code, the footprints
-(convex hulls of the posed vertices in XY), takes each object's TRUE front from the asset
+``island_tools.measure.geometry``, ``island_tools.solver`` or
+``island_tools.measure.obstacles``. From the final poses and the meshes it builds, with its
+own numpy + shapely code, the footprints (convex hulls of the posed vertices in XY), takes
+each object's TRUE front from the asset
 manifests (rotated with the pose and any baked yaw) and checks:
 
 * facing (members with a front): the angle between the member's true front and the target
@@ -400,7 +401,7 @@ def old_quality(geometry: dict[str, Any]) -> dict[str, Any]:
 
 def verdicts(case: Any, loop: Any) -> dict[str, Any]:
     """The loop's verdict vs the scene's on the final state, and the old flag."""
-    from island_tools.geometry import GeometryContext
+    from island_tools.measure.geometry import GeometryContext
     from island_tools.scene.verify import review_group
 
     meshes = {n: (it.vertices, it.faces) for n, it in case.items().items()}

@@ -643,11 +643,12 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     """``tests/test_solver.py::simulate``'s loop (see the module docstring)."""
     import time
 
-    from island_tools import frames, review
+    from island_tools import review
     from island_tools.adapter import moves_nothing, no_progress_reason
     from island_tools.errors import IslandError
-    from island_tools.forward_axis import forward_axes_document
-    from island_tools.geometry import GeometryContext
+    from island_tools.measure import frames
+    from island_tools.measure.forward_axis import forward_axes_document
+    from island_tools.measure.geometry import GeometryContext
     from island_tools.policy import EMPTY_STOP, MIN_ITER, check_policy
     from island_tools.schemas import Metadata, parse_transforms
     from island_tools.solver import Solver

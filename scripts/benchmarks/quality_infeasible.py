@@ -5,9 +5,10 @@ group's table and chair where the end chair would sit, and the same rooms with r
 spare. ``CASES``: name -> builder; ``run(name)`` runs the solver loop in-process (solver +
 GeometryContext + the fixed context, like ``quality_cases.run_loop``) and judges the final
 poses with its own shapely code (footprints of the posed vertices; it never calls
-``island_tools.geometry``, ``island_tools.solver`` or ``island_tools.obstacles``): hard
-violations (a member's footprint overlapping a wall, column, neighbour unit, the anchor or
-another member by more than 1 cm^2) before and after, the review's verdict and the
+``island_tools.measure.geometry``, ``island_tools.solver`` or
+``island_tools.measure.obstacles``): hard violations (a member's footprint overlapping a
+wall, column, neighbour unit, the anchor or another member by more than 1 cm^2) before and
+after, the review's verdict and the
 infeasible finding's reason line.
 """
 from __future__ import annotations
@@ -33,8 +34,8 @@ def _box(lo: list[float], hi: list[float]) -> tuple[np.ndarray, np.ndarray]:
 
 def _room(fixture: str, keep: int | None = None) -> dict[str, Any]:
     from fixtures import specs
-    from island_tools import frames
-    from island_tools.forward_axis import forward_axes_document
+    from island_tools.measure import frames
+    from island_tools.measure.forward_axis import forward_axes_document
 
     arr = specs.arrange(fixture, "correct")
     members = list(arr.members)[:keep] if keep else list(arr.members)
@@ -61,7 +62,7 @@ def _wall(side: str, gap: float) -> Callable[[np.ndarray], dict]:
 
 
 def _column_at_chair(room: dict) -> dict:
-    from island_tools import frames
+    from island_tools.measure import frames
 
     c = frames.footprint_centre_local(room["meshes"]["chair_1"][0])
     p = frames.pivot_in_frame(room["poses"]["chair_1"], c)[:2]
@@ -115,8 +116,8 @@ def _posed(v: np.ndarray, pose: np.ndarray) -> np.ndarray:
 
 
 def run(name: str) -> dict[str, Any]:
-    from island_tools import frames
-    from island_tools.geometry import GeometryContext
+    from island_tools.measure import frames
+    from island_tools.measure.geometry import GeometryContext
     from island_tools.policy import MIN_ITER
     from island_tools.scene.verify import review_group
     from island_tools.solver import Solver

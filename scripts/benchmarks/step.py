@@ -10,7 +10,7 @@ re-stepping iteration 1 each time so every repetition does identical work, at
 * three launches, the way the contract's wrappers do it: (1) apply + save, a fresh Python
   process with bpy running ``worker.jobs.run_job`` on a job file; (2) render both views from
   the saved file, another such process; (3) geometry, a third Python process
-  (``island_tools.geometry`` on the poses read back by (2)). With ``--blender-bin`` (or a
+  (``island_tools.measure.geometry`` on the poses read back by (2)). With ``--blender-bin`` (or a
   ``blender`` on PATH) the same two rows for that binary: Blender processes running
   ``worker/entry.py`` instead of the bpy module.
 
@@ -40,8 +40,8 @@ _RUN_JOB = ("import json, sys; sys.path.insert(0, sys.argv[3]); from worker.jobs
             "json.dump(run_job(json.load(open(sys.argv[1]))), open(sys.argv[2], 'w'))")
 _GEOMETRY = (
     "import json, sys; sys.path.insert(0, sys.argv[4]); "
-    "from island_tools import atomic; from island_tools.frames import as_matrix; "
-    "from island_tools.geometry import compute_geometry; "
+    "from island_tools import atomic; from island_tools.measure.frames import as_matrix; "
+    "from island_tools.measure.geometry import compute_geometry; "
     "from island_tools.iteration import forward_axes, load_group, load_meshes; "
     "g = load_group(sys.argv[1]); meshes, props = load_meshes(g); "
     "axes = forward_axes(g, meshes, props); "
@@ -90,8 +90,8 @@ def prepare_group(work: Path, blender: str | None, resolution: int) -> Path:
     --no-daemon init_iter0, and iter_1/transforms.json."""
     sys.path.insert(0, str(REPO))
     from fixtures.build import build_fixture
-    from island_tools import atomic
     from island_tools.adapter import transforms_doc
+    from island_tools.files import atomic
     from island_tools.iteration import sha256_file
     from worker.launch import blender_output_captured, resolve_blender
 
@@ -121,9 +121,9 @@ class ThreeLaunches:
     def __init__(self, group: Path, work: Path, resolution: int, blender: str | None,
                  samples: int | None = None) -> None:
         sys.path.insert(0, str(REPO))
-        from island_tools import frames
         from island_tools.config import load_settings
         from island_tools.iteration import load_current_poses, load_group, load_meshes, plan_poses
+        from island_tools.measure import frames
         from island_tools.schemas import load_transforms
 
         self.group, self.blender = group, blender

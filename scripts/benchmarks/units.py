@@ -13,7 +13,7 @@ embedded bpy of this process (medians of ``--repeat``):
   atomic ``meshes.npz`` write: once per island, at rebuild and at init_iter0);
 * ``proxy``: ``worker.units.proxy_mesh`` (the render proxy built from the cached arrays:
   once per render call);
-* ``front``: ``island_tools.forward_axis.detect_forward_axis`` on the unit (once per group).
+* ``front``: ``island_tools.measure.forward_axis.detect_forward_axis`` on the unit (once per group).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _median(fn, repeat: int) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import bpy
 
-    from island_tools.forward_axis import detect_forward_axis
+    from island_tools.measure.forward_axis import detect_forward_axis
     from worker.meshes import export_meshes
     from worker.units import proxy_mesh, unit_geometry
 

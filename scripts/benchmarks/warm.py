@@ -74,8 +74,8 @@ import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from island_tools import meshcache
-from island_tools.frames import as_matrix
-from island_tools.geometry import compute_geometry
+from island_tools.measure.frames import as_matrix
+from island_tools.measure.geometry import compute_geometry
 meshes, _ = meshcache.load(sys.argv[2])
 doc = json.load(open(sys.argv[3]))
 poses = {k: as_matrix(v) for k, v in doc["poses"].items()}
@@ -208,8 +208,8 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
     """A real loop of ``iterations`` ``iter_step.py`` calls (fresh CLI processes, as an agent
     makes them) through one step host and one warm worker; VmRSS of both after each step."""
     sys.path.insert(0, str(REPO))
-    from island_tools import atomic
     from island_tools.adapter import transforms_doc
+    from island_tools.files import atomic
     from island_tools.iteration import sha256_file
     from worker import daemon
 
@@ -298,7 +298,7 @@ def dense_island(distinct: bool, triangles: int = TRIANGLES):
     import numpy as np
 
     from fixtures.assets import life_scale, load_asset
-    from island_tools import frames
+    from island_tools.measure import frames
 
     table = load_asset(TABLE)
     tv, tf = densify(table.vertices, table.faces, triangles)
@@ -343,9 +343,9 @@ def _geometry_rows(work: Path, repeat: int) -> tuple[list[list], dict[str, Any]]
     import numpy as np
 
     sys.path.insert(0, str(REPO))
-    from island_tools import frames, meshcache
-    from island_tools.forward_axis import forward_axes_document
-    from island_tools.geometry import GeometryContext
+    from island_tools.measure import frames, meshcache
+    from island_tools.measure.forward_axis import forward_axes_document
+    from island_tools.measure.geometry import GeometryContext
 
     rows, data = [], {}
     for distinct in (False, True):

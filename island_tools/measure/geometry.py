@@ -29,8 +29,8 @@ from typing import Any
 import fcl
 import numpy as np
 
+from ..errors import GeometryError
 from . import frames
-from .errors import GeometryError
 from .layout import layout_of
 from .layout import opposite as opposite_edge
 from .layout import resolve as resolve_layout
@@ -916,7 +916,7 @@ class GeometryContext:
 
     def _obstacles(self, placed: dict[str, _Placed], members: dict[str, dict[str, Any]]
                    ) -> list[str]:
-        """Each member against the island's fixed context (``island_tools.obstacles``):
+        """Each member against the island's fixed context (``island_tools.measure.obstacles``):
         ``obstacle_clearance_m`` (signed floor-plane distance to the nearest obstacle's part
         in the band), ``nearest_obstacle``, and ``obstacle_penetrations`` where the
         footprints overlap by more than 5 mm AND fcl finds the meshes intersecting (a chair
@@ -1017,7 +1017,8 @@ class GeometryContext:
     def _layout_pattern(layout: Mapping[str, Any], on_edge: dict[str, list[str]],
                         edges: dict[str, dict[str, Any]], ring_mode: bool,
                         front: tuple[np.ndarray, str | None] | None) -> dict[str, Any]:
-        """A free pattern given as a layout (``island_tools.layout``): checkable by edges."""
+        """A free pattern given as a layout (``island_tools.measure.layout``): checkable by
+        edges."""
         counts = {e: len(on_edge.get(e, [])) for e in EDGE_ORDER}
         if ring_mode:
             return {"expected": None, "observed": {"ring": len(on_edge.get("ring", []))},

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import re
 
-from .errors import UsageError
+from ..errors import UsageError
 
 TYPE_CHECKING = False  # not typing's: a thin client imports this module (~4 ms saved)
 if TYPE_CHECKING:
     from typing import Any
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_CONFIG = os.path.join(REPO_ROOT, "DIRECTORYS.yaml")
 ENGINES = ("workbench", "cycles")
 # Per-engine default of ``samples``; worker/render.py keeps an identical copy (the worker

@@ -72,7 +72,7 @@ def dumps(meshes: Meshes, props: dict[str, dict] | None = None,
 
 def save(path: str | os.PathLike[str], meshes: Meshes, props: dict[str, dict] | None = None,
          units: dict[str, dict] | None = None, source: dict[str, Any] | None = None) -> None:
-    from .atomic import write_bytes
+    from ..files.atomic import write_bytes
 
     write_bytes(path, dumps(meshes, props, units, source))
 

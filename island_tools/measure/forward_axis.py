@@ -72,7 +72,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import GeometryError
+from ..errors import GeometryError
 from .geometry import Rect, convex_hull_2d, min_area_rects, polygon_area, polygon_centroid
 from .meshcache import keyed_vertices, mesh_digest, remembered
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import quoted
+from ..errors import quoted
 
 # An integer longer than this is larger than any float (1.8e308 has 309 digits), so it can be
 # no coordinate, count or angle of this tool. Refused while parsing, before Python's own

@@ -150,7 +150,7 @@ def truncation(path: str | Path) -> str | None:
 def require_whole(path: str | Path, fix: str) -> None:
     """GroupInputError (exit 8) naming ``path`` when it was cut short (``truncation``); a
     file that cannot be read or is no .blend at all is left to the reader to report."""
-    from .errors import GroupInputError
+    from ..errors import GroupInputError
 
     try:
         cut = truncation(path)

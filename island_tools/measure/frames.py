@@ -187,7 +187,7 @@ def footprint_centre_local(vertices: np.ndarray) -> np.ndarray:
     """Local-frame pivot: centre of the vertices' X/Y bounding box, at z=0."""
     v = np.asarray(vertices, dtype=float)
     if v.ndim != 2 or len(v) == 0:
-        from .errors import GeometryError
+        from ..errors import GeometryError
 
         raise GeometryError("mesh has no vertices: its footprint centre is undefined",
                             fix="give the object real geometry or remove it from the group")
