@@ -232,3 +232,54 @@ def test_proposal_segments_one_per_member_coloured_by_status(st) -> None:
     for p in (table, bed):
         assert (f"{p.name} ? uncertain" if p.status == "uncertain"
                 else f"{p.name} {p.confidence:.2f}") in labels
+
+
+class Stub:
+    """A layout that records what a panel draws (labels with their icons, operators)."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def __getattr__(self, name: str):
+        def call(*args, **kw):
+            if name == "label":
+                self.log.append(("label", kw.get("text", ""), kw.get("icon", "NONE")))
+            elif name in ("operator", "prop", "template_list"):
+                self.log.append((name, args[0] if name == "operator" else args[-1]
+                                 if name == "prop" else args[3], kw.get("text", "")))
+            return Stub(self.log)
+        return call
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "log":
+            object.__setattr__(self, name, value)
+
+
+def test_the_panel_lists_proposals_and_marks_the_uncertain(st) -> None:
+    from blender_addon import panel
+
+    find(st)
+    log: list = []
+    context = bpy.context
+    build = panel.ISLAND_PT_build.draw_proposals
+    build(context, Stub(log), st)
+    ops = [e[1] for e in log if e[0] == "operator"]
+    assert {"island.find_groups", "island.proposal_from_selection", "island.drop_proposal",
+            "island.rebuild_island"} <= set(ops)
+    assert ("template_list", "proposals", "") in log
+    rows: list = []
+    for item in st.proposals:
+        panel.ISLAND_UL_proposals.draw_item(None, context, Stub(rows), st, item, 0, st,
+                                            "proposal_index")
+    for item in st.proposals:   # id, anchor, confidence; a QUESTION icon when uncertain
+        icon = "QUESTION" if item.status == "uncertain" else "CHECKMARK"
+        assert ("label", item.name, icon) in rows and ("label", item.anchor, "NONE") in rows
+        assert ("label", "?" if item.status == "uncertain" else f"{item.confidence:.2f}",
+                "NONE") in rows
+    assert ("prop", "accepted", "") in rows
+    uncertain = next(i for i, p in enumerate(st.proposals) if p.status == "uncertain")
+    st.proposal_index = uncertain
+    log.clear()
+    build(context, Stub(log), st)
+    shown = " ".join(e[1] for e in log if e[0] == "label")
+    assert "Uncertain:" in shown and st.proposals[uncertain].reasons.split()[0] in shown
