@@ -18,7 +18,7 @@ ARROW_M = 0.6
 HEAD_M = 0.15
 COLOR = (1.0, 0.55, 0.0, 1.0)
 COLORS = {"confident": (0.2, 0.85, 0.3, 1.0), "uncertain": (1.0, 0.5, 0.0, 1.0),
-          "rejected": (0.55, 0.55, 0.55, 0.8)}
+          "rejected": (0.4, 0.4, 0.4, 0.9)}
 LIFT_M = 0.05          # proposal lines run this far above the units' tops
 LABEL_PX = 13
 _handle = None
@@ -127,7 +127,7 @@ def proposal_segments(st) -> list[dict]:
 
 def proposal_labels(st) -> list[tuple]:
     """``(world point, text, colour)`` per proposal, at its anchor: "id 0.92" or
-    "id ? uncertain"."""
+    "id ? uncertain" (orange even before it is accepted: doubt is always marked)."""
     out = []
     for p in st.proposals:
         at = footprint_point(p.anchor)
@@ -135,7 +135,8 @@ def proposal_labels(st) -> list[tuple]:
             continue
         text = f"{p.name} ? uncertain" if p.status == "uncertain" \
             else f"{p.name} {p.confidence:.2f}"
-        out.append(((at[0], at[1], at[2] + LIFT_M), text, _colour(p)))
+        colour = COLORS["uncertain"] if p.status == "uncertain" else _colour(p)
+        out.append(((at[0], at[1], at[2] + LIFT_M), text, colour))   # doubt always shows
     return out
 
 
