@@ -80,10 +80,10 @@ class ISLAND_UL_proposals(bpy.types.UIList):
                   index=0):
         row = layout.row(align=True)
         row.prop(item, "accepted", text="")
-        split = row.split(factor=0.45)
+        split = row.split(factor=0.5)
         split.label(text=item.name, icon="QUESTION" if item.status == "uncertain"
                     else "CHECKMARK")
-        sub = split.split(factor=0.65)
+        sub = split.split(factor=0.6)
         sub.label(text=item.anchor)
         sub.label(text="?" if item.status == "uncertain" else f"{item.confidence:.2f}")
 
