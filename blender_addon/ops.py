@@ -788,7 +788,7 @@ def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict],
 
 
 # --------------------------------------------------------------------------- Find Groups
-BY_ARTIST = "accepted by the artist in the Blender add-on (Find Groups) although uncertain"
+BY_ARTIST = "decided by the artist in the Blender add-on (Find Groups)"
 PROPOSAL_MAX_ROUNDS = 4   # measurements a delegated propose asks for (two at most)
 
 

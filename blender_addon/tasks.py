@@ -336,14 +336,19 @@ def propose_from_files(scene_json: str) -> dict:
 
 
 def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
-                     by_artist: str) -> dict:
+                    by_artist: str) -> dict:
     """The relation graph *Build From Proposals* writes: the accepted proposals (``{"id",
     "anchor", "members", "relation", "proposal", "edited"}``) with their ``proposal``
     blocks, ``proposed`` from the proposer's document (the units of dropped groups join
-    ``unassigned``). An uncertain proposal the artist accepted stays ``uncertain`` (the
-    schema has no other word) and gains the reason ``by_artist``; an edited one keeps only
-    its remaining members' confidences and says it was edited. Validated by
-    ``parse_relation_graph`` before it is returned."""
+    ``unassigned``). Validated by ``parse_relation_graph`` before it is returned.
+
+    Every group in it was decided by the artist, so none is left ``uncertain`` (which the
+    scene pipeline leaves out as undecided): an uncertain or edited proposal the artist
+    accepted becomes ``confident`` with no reasons, as the schema asks of a person who
+    checked it, and its ``evidence.artist`` says so (``by_artist``), with the proposer's
+    doubts and, for an edited one, what the proposer had proposed. The proposer's numbers
+    (``confidence``, the remaining members' ``member_confidence`` / ``uncertain_members``)
+    are kept as they were."""
     import copy
 
     from island_tools.scene.relation_graph import parse_relation_graph
@@ -357,18 +362,21 @@ def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
         ev = dict(p.get("evidence") or {})
         if "members" in ev:
             ev["members"] = {m: v for m, v in ev["members"].items() if m in members}
-        p["evidence"] = ev
         relation = dict(a.get("relation") or {})
+        notes = []
         if a.get("edited"):   # the proposer's pattern was for its members, not these
             was = next((g for g in doc.get("groups") or [] if g["id"] == a["id"]), {})
             relation = {k: v for k, v in relation.items() if k in ("anchor_role", "clearance_m")
                         and was.get("anchor") == a["anchor"]}
-            p.setdefault("reasons", []).append(
-                f"edited by the artist: anchor {a['anchor']}, members {', '.join(members)}")
-            p["status"] = "uncertain"
-            p["confidence"] = min(float(p.get("confidence", 0.0)), 0.45)
+            notes.append(f"edited: anchor {a['anchor']}, members {', '.join(members)} (the "
+                         f"proposer had anchor {was.get('anchor')}, members "
+                         f"{', '.join(was.get('members') or [])})")
         if p.get("status") == "uncertain":
-            p.setdefault("reasons", []).append(by_artist)
+            notes.append(f"the proposer was uncertain: {'; '.join(p.get('reasons') or [])}")
+        if notes:
+            ev["artist"] = f"{by_artist}; {'; '.join(notes)}"
+            p["status"], p["reasons"] = "confident", []
+        p["evidence"] = ev
         groups.append({"id": a["id"], "anchor": a["anchor"], "members": members,
                        "relation": relation, "proposal": p})
         owned.update([a["anchor"], *members])

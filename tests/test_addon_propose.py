@@ -165,6 +165,16 @@ def test_edit_from_selection_and_drop(st) -> None:
     st.proposal_index = [q.anchor for q in st.proposals].index(BED)
     assert bpy.ops.island.drop_proposal() == {"FINISHED"}
     assert [q.anchor for q in st.proposals] == [TABLE]
+    assert bpy.ops.island.rebuild_island(source="PROPOSALS") == {"FINISHED"}
+    scene = Path(st.scene_dir)
+    doc = json.loads((scene / "inputs" / "relation_graph.json").read_text())
+    assert [(g["anchor"], g["members"]) for g in doc["groups"]] == [(TABLE, CHAIRS[:2])]
+    assert "edited: anchor " + TABLE in doc["groups"][0]["proposal"]["evidence"]["artist"]
+    left = {u["name"] for u in doc["proposed"]["unassigned"]}
+    assert {CHAIRS[2], BED, STAND, BYSTANDER} <= left   # dropped and left out: no group
+    meta = json.loads((scene / "relation_groups" / doc["groups"][0]["id"] / "metadata.json")
+                      .read_text())
+    assert sorted(meta["members"]) == sorted([TABLE, *CHAIRS[:2]])
 
 
 def test_build_from_proposals_writes_islands_and_the_graph(st, tmp_path: Path) -> None:
@@ -174,6 +184,7 @@ def test_build_from_proposals_writes_islands_and_the_graph(st, tmp_path: Path) -
     table, bed = st.proposals[index[TABLE]], st.proposals[index[BED]]
     table.accepted, bed.accepted = True, False   # the artist takes the table, not the bed
     table_id, was_uncertain = table.name, table.status == "uncertain"
+    table_reasons = table.reasons
     assert bpy.ops.island.rebuild_island(source="PROPOSALS") == {"FINISHED"}
     scene = tmp_path / "scene"
     built = sorted(p.name for p in (scene / "relation_groups").iterdir())
@@ -187,9 +198,12 @@ def test_build_from_proposals_writes_islands_and_the_graph(st, tmp_path: Path) -
     assert [(g.id, g.anchor, sorted(g.members)) for g in graph.groups] == [
         (table_id, TABLE, CHAIRS)]
     proposal = doc["groups"][0]["proposal"]
-    if was_uncertain:   # the artist's decision is on record, the doubt is kept
-        assert proposal["status"] == "uncertain"
-        assert any("accepted by the artist" in r for r in proposal["reasons"])
+    # decided by the artist: not left out as undecided, the decision and the doubt on record
+    assert proposal["status"] == "confident" and proposal["reasons"] == []
+    if was_uncertain:
+        assert "decided by the artist" in proposal["evidence"]["artist"]
+        assert "the proposer was uncertain: " + table_reasons.split(";")[0] in \
+            proposal["evidence"]["artist"]
     left = {u["name"] for u in doc["proposed"]["unassigned"]}
     assert {BED, STAND, BYSTANDER} <= left
     # the graph it wrote was proposed: building again from new proposals may replace it
