@@ -665,7 +665,10 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
         items=(("SELECTION", "Selection", ("Active object = anchor, other selected = members; "
                                           "group id from the panel")),
                ("RELATION_GRAPH", "relation_graph.json",
-                "Every group of <scene>/inputs/relation_graph.json")),
+                "Every group of <scene>/inputs/relation_graph.json"),
+               ("PROPOSALS", "Proposals",
+                "The accepted proposals of Find Groups; they are written as "
+                "<scene>/inputs/relation_graph.json (a hand-written one is never replaced)")),
         default="SELECTION")
     directory: StringProperty(name="Scene folder", subtype="DIR_PATH",
                               description="Where relation_groups/ goes")
@@ -693,6 +696,7 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
         if problem:
             raise UsageError(problem, fix="pick a folder in the Scene field")
         scene_dir = st.scene_path()
+        graph_doc = None
         if self.source == "SELECTION":
             anchor = context.active_object
             members = [o.name for o in context.selected_objects if o != anchor]
@@ -705,6 +709,11 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
                                  field="Group id", fix="letters, digits, _ . - only")
             groups = [{"id": gid, "anchor": anchor.name, "members": members,
                        "target_spec": None}]
+        elif self.source == "PROPOSALS":
+            graph_doc = proposals_graph(st, scene_dir)
+            groups = [{"id": g["id"], "anchor": g["anchor"], "members": list(g["members"]),
+                       "target_spec": None, "forward_axis": {}, "relation_label": None}
+                      for g in graph_doc["groups"]]
         else:
             groups = tasks.relation_graph_groups(scene_dir)
         for g in groups:  # every group checked before any island is written
@@ -714,12 +723,19 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
                 raise type(exc)(f"group '{g['id']}': {exc.reason}", file=exc.file,
                                 field=exc.field, fix=exc.fix) from None
         inferred = {}
-        if self.source == "RELATION_GRAPH" and any(g["target_spec"] is None for g in groups):
-            inferred = _infer_specs(runner, scene_dir, groups)
+        if self.source != "SELECTION" and any(g["target_spec"] is None for g in groups):
+            inferred = _infer_specs(runner, scene_dir, groups,
+                                    graph_doc if self.source == "PROPOSALS" else None)
+        if self.source == "PROPOSALS":
+            from island_tools.files import atomic
+
+            graph_file = scene_dir / "inputs" / "relation_graph.json"
+            graph_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_json(graph_file, graph_doc)
         for g in groups:
             root = scene_dir / "relation_groups" / g["id"]
             addon_ops.write_island(root, g["anchor"], g["members"])
-            if self.source == "RELATION_GRAPH":
+            if self.source != "SELECTION":
                 tasks.annotate_metadata(root, g)
             spec = g["target_spec"] or (inferred.get(g["id"]) or {}).get("target_spec")
             if spec is not None:
@@ -729,12 +745,16 @@ class ISLAND_OT_rebuild_island(_IslandOperator, bpy.types.Operator):
         if inferred:
             text += (f"; target spec inferred for {len(inferred)} "
                      f"({', '.join(sorted(inferred))}) as the scene pipeline does")
+        if self.source == "PROPOSALS":
+            text += "; inputs/relation_graph.json written"
         self.done(context, text)
 
 
-def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict]) -> dict:
+def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict],
+                 graph_doc: dict | None = None) -> dict:
     """Target specs of the groups the graph gives none, by the scene pipeline's inference,
-    measured on the units of this file (in this Python, or by ``tasks.py infer-specs``)."""
+    measured on the units of this file (in this Python, or by ``tasks.py infer-specs``).
+    ``graph_doc``: the graph about to be written (the accepted proposals), else the file."""
     import numpy as np
 
     from island_tools.measure import meshcache
@@ -751,19 +771,218 @@ def _infer_specs(runner: Runner, scene_dir: Path, groups: list[dict]) -> dict:
              for n in roots}
     wanted = {g["id"] for g in groups if g["target_spec"] is None}
     if runner.in_process:
-        found = tasks.infer_target_specs(scene_dir, world, meshes, props, scene_unit_scale())
+        found = tasks.infer_target_specs(scene_dir, world, meshes, props, scene_unit_scale(),
+                                         graph_doc)
     else:
         runner.require_library()
         with tempfile.TemporaryDirectory(prefix="island_infer_") as tmp:
             npz, doc = Path(tmp) / "meshes.npz", Path(tmp) / "scene.json"
             meshcache.save(npz, meshes, props)
             import json
-            doc.write_text(json.dumps({"world": world, "unit_scale": scene_unit_scale()}),
-                           encoding="utf-8")
+            doc.write_text(json.dumps({"world": world, "unit_scale": scene_unit_scale(),
+                                       "graph": graph_doc}), encoding="utf-8")
             out = runner.tasks_cli(["infer-specs", "--scene-dir", str(scene_dir),
                                     "--scene-json", str(doc), "--meshes", str(npz)])
             found = json.loads(out.strip().splitlines()[-1])
     return {gid: v for gid, v in found.items() if gid in wanted}
+
+
+# --------------------------------------------------------------------------- Find Groups
+BY_ARTIST = "decided by the artist in the Blender add-on (Find Groups)"
+PROPOSAL_MAX_ROUNDS = 4   # measurements a delegated propose asks for (two at most)
+
+
+def propose_open_file(runner: Runner) -> dict:
+    """The proposed relation graph of the open file: ``tasks.propose_open_scene`` (the one
+    proposer, ``island-refine propose``'s ``units_of`` + ``propose_units``) on this file's
+    objects (``worker.scene.scene_objects``) measured by ``worker.meshes.measured_units``;
+    in this Python, or by ``tasks.py propose`` with the measurements it asks for."""
+    from worker.blend_io import scene_unit_scale
+    from worker.meshes import measured_units
+    from worker.scene import scene_objects
+
+    bpy.context.view_layer.update()
+    objects, unit_scale = scene_objects(), scene_unit_scale()
+
+    def measure(names):
+        meshes, _, _, refusals = measured_units(names)
+        return meshes, refusals
+
+    if runner.in_process:
+        return tasks.propose_open_scene(objects, unit_scale, measure)
+    runner.require_library()
+    from island_tools.measure import meshcache
+
+    with tempfile.TemporaryDirectory(prefix="island_propose_") as tmp:
+        measured: list[dict] = []
+        doc = Path(tmp) / "scene.json"
+        for _ in range(PROPOSAL_MAX_ROUNDS):
+            doc.write_text(json.dumps({"objects": objects, "unit_scale": unit_scale,
+                                       "measured": measured}), encoding="utf-8")
+            out = json.loads(runner.tasks_cli(["propose", "--scene-json", str(doc)])
+                             .strip().splitlines()[-1])
+            if "graph" in out:
+                return out["graph"]
+            meshes, props, units, refusals = measured_units(out["measure"])
+            npz = Path(tmp) / f"measured_{len(measured)}.npz"
+            meshcache.save(npz, meshes, props, units)
+            measured.append({"names": out["measure"], "meshes": str(npz),
+                             "refusals": refusals})
+    raise RuntimeError("tasks.py propose kept asking for measurements")
+
+
+def _evidence_text(g: dict) -> str:
+    p = g["proposal"]
+    ev = p.get("evidence") or {}
+    parts = [f"anchor: {ev['anchor']}"] if ev.get("anchor") else []
+    parts += [f"{k}: {v}" for k, v in ev.items() if k not in ("anchor", "members")]
+    return "; ".join(parts)
+
+
+def fill_proposals(st, doc: dict) -> None:
+    """The proposer's groups into ``st.proposals``; only confident ones start accepted
+    (an uncertain proposal is never decided for the artist)."""
+    st.proposals.clear()
+    st.proposal_doc = json.dumps(doc)
+    for g in doc["groups"]:
+        p = g["proposal"]
+        item = st.proposals.add()
+        item.name, item.anchor, item.status = g["id"], g["anchor"], p["status"]
+        item.confidence = float(p["confidence"])
+        item.reasons = "; ".join(p.get("reasons") or [])
+        item.evidence = _evidence_text(g)
+        item.source = json.dumps(g)
+        item.edited = False
+        item.accepted = p["status"] == "confident"
+        for m in g["members"]:
+            row = item.members.add()
+            row.name = m
+            row.confidence = float((p.get("member_confidence") or {}).get(m, 0.0))
+            row.uncertain = str((p.get("uncertain_members") or {}).get(m, ""))
+    st.proposal_index = 0
+    tag_redraw_views()
+
+
+def proposals_graph(st, scene_dir: Path) -> dict:
+    """The relation graph of the accepted proposals (``tasks.proposal_groups``), after
+    refusing to replace a hand-written ``inputs/relation_graph.json`` (one without
+    ``proposed``)."""
+    from island_tools.errors import UsageError
+
+    path = scene_dir / "inputs" / "relation_graph.json"
+    if path.exists():
+        old = tasks.read_json(path)
+        if not (isinstance(old, dict) and "proposed" in old):
+            raise UsageError("inputs/relation_graph.json was written by hand; Build From "
+                             "Proposals never replaces it", file=str(path),
+                             fix="build From Relation Graph, or move that file away first")
+    accepted = []
+    for item in st.proposals:
+        if not item.accepted:
+            continue
+        source = json.loads(item.source) if item.source else {}
+        accepted.append({"id": item.name, "anchor": item.anchor,
+                         "members": item.member_names(),
+                         "relation": source.get("relation") or {},
+                         "proposal": source.get("proposal") or {
+                             "status": "uncertain", "confidence": 0.0, "reasons": []},
+                         "edited": item.edited})
+    if not accepted:
+        raise UsageError("no proposal is accepted",
+                         fix="tick the proposals to build (or press Find Groups first)")
+    doc = json.loads(st.proposal_doc) if st.proposal_doc else {}
+    return tasks.proposal_groups(doc, accepted, BY_ARTIST)
+
+
+def tag_redraw_views() -> None:
+    """Redraw the 3D viewports (the proposals are drawn there)."""
+    wm = getattr(bpy.context, "window_manager", None)
+    for window in (wm.windows if wm is not None else ()):
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+
+
+def _has_proposal(context) -> bool:
+    st = getattr(context.scene, "island_refiner", None)
+    return st is not None and st.active_proposal() is not None
+
+
+class ISLAND_OT_find_groups(_IslandOperator, bpy.types.Operator):
+    """Propose relation groups from the furniture of this file (as island-refine propose does): anchor, members, confidence; uncertain ones are not accepted until you tick them"""  # noqa: E501 (tooltip: one line)
+
+    bl_idname = "island.find_groups"
+    bl_label = "Find Groups"
+    bl_options = {"REGISTER"}
+
+    @classmethod
+    def poll(cls, context):
+        return getattr(context.scene, "island_refiner", None) is not None
+
+    def run(self, context):
+        runner = make_runner(context)
+        doc = propose_open_file(runner)
+        st = state(context)
+        fill_proposals(st, doc)
+        groups = doc["groups"]
+        uncertain = sum(1 for g in groups if g["proposal"]["status"] == "uncertain")
+        left = len(doc["proposed"]["unassigned"])
+        self.done(context, f"{len(groups)} groups proposed ({uncertain} uncertain); {left} "
+                           "objects in no group", "INFO" if groups else "WARNING")
+
+
+class ISLAND_OT_proposal_from_selection(_IslandOperator, bpy.types.Operator):
+    """Edit the selected proposal: the active object becomes its anchor, the other selected objects its members"""  # noqa: E501 (tooltip: one line)
+
+    bl_idname = "island.proposal_from_selection"
+    bl_label = "Edit from Selection"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return _has_proposal(context)
+
+    def run(self, context):
+        from island_tools.errors import UsageError
+
+        st = state(context)
+        item = st.active_proposal()
+        anchor = context.active_object
+        members = sorted(o.name for o in context.selected_objects if o != anchor)
+        if anchor is None or not members:
+            raise UsageError("select the members and make the anchor the active object",
+                             fix="Shift-click the anchor last")
+        old = {m.name: (m.confidence, m.uncertain) for m in item.members}
+        item.anchor = anchor.name
+        item.members.clear()
+        for name in members:
+            row = item.members.add()
+            row.name = name
+            row.confidence, row.uncertain = old.get(name, (0.0, "set by the artist"))
+        item.edited, item.accepted = True, True
+        tag_redraw_views()
+        self.done(context, f"{item.name}: anchor {anchor.name}, members {', '.join(members)} "
+                           "(edited, accepted)")
+
+
+class ISLAND_OT_drop_proposal(_IslandOperator, bpy.types.Operator):
+    """Drop the selected proposal: it is not built and its objects are recorded as in no group"""  # noqa: E501 (tooltip: one line)
+
+    bl_idname = "island.drop_proposal"
+    bl_label = "Drop"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return _has_proposal(context)
+
+    def run(self, context):
+        st = state(context)
+        gid = st.active_proposal().name
+        st.proposals.remove(st.proposal_index)
+        st.proposal_index = min(st.proposal_index, max(len(st.proposals) - 1, 0))
+        tag_redraw_views()
+        self.done(context, f"{gid} dropped; {len(st.proposals)} proposal(s) left")
 
 
 class ISLAND_OT_save_target_spec(_IslandOperator, bpy.types.Operator):
@@ -1098,7 +1317,9 @@ class ISLAND_OT_save_settings(_IslandOperator, bpy.types.Operator):
         self.report({"INFO"}, f"saved {target}")
 
 
-CLASSES = (ISLAND_OT_refresh_groups, ISLAND_OT_rebuild_island, ISLAND_OT_save_target_spec,
+CLASSES = (ISLAND_OT_refresh_groups, ISLAND_OT_rebuild_island, ISLAND_OT_find_groups,
+           ISLAND_OT_proposal_from_selection, ISLAND_OT_drop_proposal,
+           ISLAND_OT_save_target_spec,
            ISLAND_OT_init_iter0, ISLAND_OT_apply_delta, ISLAND_OT_solver_step,
            ISLAND_OT_step_from_viewport, ISLAND_OT_member_geometry, ISLAND_OT_render,
            ISLAND_OT_view_render, ISLAND_OT_load_iteration, ISLAND_OT_merge_back,

@@ -73,6 +73,21 @@ class ISLAND_UL_groups(bpy.types.UIList):
         split.label(text=item.status)
 
 
+class ISLAND_UL_proposals(bpy.types.UIList):
+    """Find Groups' proposals: accept checkbox, id, anchor, confidence (? when uncertain)."""
+
+    def draw_item(self, context, layout, data, item, icon, active_data, active_propname,
+                  index=0):
+        row = layout.row(align=True)
+        row.prop(item, "accepted", text="")
+        split = row.split(factor=0.5)
+        split.label(text=item.name, icon="QUESTION" if item.status == "uncertain"
+                    else "CHECKMARK")
+        sub = split.split(factor=0.6)
+        sub.label(text=item.anchor)
+        sub.label(text="?" if item.status == "uncertain" else f"{item.confidence:.2f}")
+
+
 class ISLAND_UL_members(bpy.types.UIList):
     def draw_item(self, context, layout, data, item, icon, active_data, active_propname,
                   index=0):
@@ -137,6 +152,39 @@ class ISLAND_PT_build(_Tab, bpy.types.Panel):
                      icon="RESTRICT_SELECT_OFF").source = "SELECTION"
         col.operator("island.rebuild_island", text="From Relation Graph",
                      icon="OUTLINER").source = "RELATION_GRAPH"
+        self.draw_proposals(context, self.layout, st)
+
+    @staticmethod
+    def draw_proposals(context, layout, st) -> None:
+        """Find Groups, its proposals, the selected one's evidence, edit / drop / build."""
+        layout.separator()
+        row = layout.row(align=True)
+        row.operator("island.find_groups", icon="VIEWZOOM")
+        row.prop(st, "show_proposals", text="", icon="HIDE_OFF")
+        if not len(st.proposals):
+            return
+        layout.template_list("ISLAND_UL_proposals", "", st, "proposals", st,
+                             "proposal_index", rows=min(max(len(st.proposals), 2), 6))
+        p = st.active_proposal()
+        if p is not None:
+            box = layout.box()
+            members = ", ".join(f"{m.name} {m.confidence:.2f}" + (" ?" if m.uncertain else "")
+                                for m in p.members)
+            wrapped(box, context, f"{p.name}: anchor {p.anchor}; members {members}"
+                    + (" (edited)" if p.edited else ""))
+            if p.status == "uncertain" and p.reasons:
+                wrapped(box, context, f"Uncertain: {p.reasons}", "QUESTION")
+            for m in p.members:
+                if m.uncertain:
+                    wrapped(box, context, f"{m.name}: {m.uncertain}", "QUESTION")
+            if p.evidence:
+                wrapped(box, context, p.evidence, "INFO")
+        row = layout.row(align=True)
+        row.operator("island.proposal_from_selection", text="Edit from Selection",
+                     icon="RESTRICT_SELECT_OFF")
+        row.operator("island.drop_proposal", text="Drop", icon="X")
+        layout.operator("island.rebuild_island", text="Build From Proposals",
+                        icon="CHECKMARK").source = "PROPOSALS"
 
 
 class ISLAND_PT_target_spec(_Tab, bpy.types.Panel):
@@ -233,5 +281,5 @@ class ISLAND_PT_merge(_Tab, bpy.types.Panel):
         layout.operator("island.remove_islands", text="Remove Island Scenes", icon="TRASH")
 
 
-CLASSES = (ISLAND_UL_groups, ISLAND_UL_members, ISLAND_PT_main, ISLAND_PT_build,
-           ISLAND_PT_target_spec, ISLAND_PT_iterations, ISLAND_PT_merge)
+CLASSES = (ISLAND_UL_groups, ISLAND_UL_proposals, ISLAND_UL_members, ISLAND_PT_main,
+           ISLAND_PT_build, ISLAND_PT_target_spec, ISLAND_PT_iterations, ISLAND_PT_merge)

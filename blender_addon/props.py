@@ -41,6 +41,36 @@ class ISLAND_PG_member(bpy.types.PropertyGroup):
     penetrations: IntProperty(name="Penetrations")
 
 
+class ISLAND_PG_proposal_member(bpy.types.PropertyGroup):
+    # ``name`` (the object) comes from PropertyGroup
+    confidence: FloatProperty(name="Confidence", min=0.0, max=1.0)
+    uncertain: StringProperty(name="Uncertain", description="Why this member is in doubt")
+
+
+def _proposal_changed(self, context) -> None:
+    from . import ops
+    ops.tag_redraw_views()
+
+
+class ISLAND_PG_proposal(bpy.types.PropertyGroup):
+    """One group *Find Groups* proposed (``name`` is its id)."""
+
+    anchor: StringProperty(name="Anchor")
+    members: CollectionProperty(type=ISLAND_PG_proposal_member)
+    status: StringProperty(name="Status", description="confident / uncertain (the proposer's)")
+    confidence: FloatProperty(name="Confidence", min=0.0, max=1.0)
+    reasons: StringProperty(name="Reasons", description="Why it is uncertain")
+    evidence: StringProperty(name="Evidence")
+    accepted: BoolProperty(name="Accept", default=False, update=_proposal_changed,
+                           description="Build this group (confident ones start accepted; "
+                                       "an uncertain one only when you tick it)")
+    edited: BoolProperty(name="Edited", description="Anchor or members set by the artist")
+    source: StringProperty(name="Proposal", description="The proposer's group as JSON")
+
+    def member_names(self) -> list[str]:
+        return [m.name for m in self.members]
+
+
 class ISLAND_PG_target_spec(bpy.types.PropertyGroup):
     anchor_role: StringProperty(name="Anchor role", default="long_table")
     member_count: IntProperty(name="Member count", default=1, min=1)
@@ -113,8 +143,19 @@ class ISLAND_PG_scene(bpy.types.PropertyGroup):
                              default="INFO")
     last_exit_code: IntProperty(name="Exit code", default=0,
                                 description="The CLI exit code of the last failure (0: none)")
+    proposals: CollectionProperty(type=ISLAND_PG_proposal)
+    proposal_index: IntProperty(name="Proposal", default=0, update=_proposal_changed)
+    proposal_doc: StringProperty(name="Proposed graph",
+                                 description="The proposer's document (JSON) of Find Groups")
+    show_proposals: BoolProperty(name="Proposals", default=True, update=_proposal_changed,
+                                 description="Draw the proposals in the viewport")
     running: StringProperty(name="Running", description="The long operator running now")
     progress_line: StringProperty(name="Progress", description="Its last progress line")
+
+    def active_proposal(self):
+        if 0 <= self.proposal_index < len(self.proposals):
+            return self.proposals[self.proposal_index]
+        return None
 
     def active_group(self):
         if 0 <= self.group_index < len(self.groups):
@@ -139,7 +180,8 @@ class ISLAND_PG_scene(bpy.types.PropertyGroup):
         return Path(bpy.path.abspath(self.scene_dir)).expanduser().resolve()
 
 
-CLASSES = (ISLAND_PG_group, ISLAND_PG_member, ISLAND_PG_target_spec, ISLAND_PG_scene)
+CLASSES = (ISLAND_PG_group, ISLAND_PG_member, ISLAND_PG_proposal_member, ISLAND_PG_proposal,
+           ISLAND_PG_target_spec, ISLAND_PG_scene)
 
 
 def register_properties() -> None:

@@ -16,6 +16,7 @@ line, ``REPO`` being the folder that holds ``island_tools/`` and ``worker/`` (th
     python tasks.py --repo REPO solver-decision --group-dir G --iter N
     python tasks.py --repo REPO render --group-dir G --iter N --config C [--blender-bin B]
     python tasks.py --repo REPO infer-specs --scene-dir S --scene-json J --meshes M
+    python tasks.py --repo REPO propose --scene-json J
 
 Each prints its result as one JSON line on stdout and its progress on stderr; errors are
 one line on stderr and the exit code of ``island_tools.errors``, exactly as
@@ -253,15 +254,19 @@ def relation_graph_groups(scene_dir: str | os.PathLike[str]) -> list[dict]:
 
 def infer_target_specs(scene_dir: str | os.PathLike[str], world: Mapping[str, Any],
                        meshes: Mapping[str, Any], props: Mapping[str, Mapping[str, Any]],
-                       unit_scale: float) -> dict[str, dict]:
+                       unit_scale: float, graph_doc: Mapping[str, Any] | None = None
+                       ) -> dict[str, dict]:
     """Every group's target spec as the scene pipeline's validate stage resolves it (the
     graph's own ``target_spec``, else the inference from the anchor's measured footprint,
     the relation hints and the role conventions: ``validate.measure_group``), measured on
-    the units of the open file. ``{gid: {"target_spec", "source"}}``."""
+    the units of the open file. ``{gid: {"target_spec", "source"}}``. ``graph_doc``: a
+    graph not yet written (the accepted proposals) instead of the scene's file."""
     from island_tools.measure import frames
+    from island_tools.scene.relation_graph import parse_relation_graph
     from island_tools.scene.validate import measure_group
 
-    graph = relation_graph(scene_dir)
+    graph = relation_graph(scene_dir) if graph_doc is None else parse_relation_graph(
+        dict(graph_doc), str(Path(scene_dir) / "inputs" / "relation_graph.json"))
     worlds = {n: frames.as_matrix(m) for n, m in world.items()}
     out = {}
     for g in graph.groups:
@@ -278,7 +283,120 @@ def infer_from_files(scene_dir: str, scene_json: str, meshes_npz: str) -> dict[s
 
     doc = json.loads(Path(scene_json).read_text(encoding="utf-8"))
     meshes, props = meshcache.load(meshes_npz)
-    return infer_target_specs(scene_dir, doc["world"], meshes, props, doc["unit_scale"])
+    return infer_target_specs(scene_dir, doc["world"], meshes, props, doc["unit_scale"],
+                              doc.get("graph"))
+
+
+class MeasureNeeded(Exception):
+    """``propose_open_scene`` in a child Python asks the add-on to measure these names."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.names = names
+
+
+def propose_open_scene(objects: Mapping[str, Any], unit_scale: float,
+                       measure: Callable[[list[str]], tuple[dict, list[dict]]]) -> dict:
+    """*Find Groups*: the proposed relation graph of the OPEN file, exactly as
+    ``island-refine propose`` proposes a saved one: ``scene_units.units_of`` (which objects
+    are units, ``unit_roots``) over ``objects`` (``worker.scene.scene_objects``) with
+    ``measure(names) -> (meshes, refusals)`` (``worker.meshes.measured_units``), then
+    ``propose.propose_units``; the units left out join ``proposed.unassigned``."""
+    from island_tools.scene.propose import propose_units
+    from island_tools.scene.scene_units import units_of
+
+    units, left_out = units_of(objects, unit_scale, measure)
+    doc = propose_units(units, unit_scale)
+    doc["proposed"]["unassigned"] = sorted(doc["proposed"]["unassigned"] + left_out,
+                                           key=lambda u: u["name"])
+    return doc
+
+
+def propose_from_files(scene_json: str) -> dict:
+    """``propose_open_scene`` from what the add-on wrote (``scene_json``: ``{"objects",
+    "unit_scale", "measured": [{"names", "meshes" (npz), "refusals"}]}``), for a delegated
+    call: ``{"graph": doc}``, or ``{"measure": names}`` when a measurement is still missing
+    (the add-on measures those names and asks again)."""
+    from island_tools.measure import meshcache
+
+    doc = json.loads(Path(scene_json).read_text(encoding="utf-8"))
+    done = {json.dumps(m["names"]): m for m in doc.get("measured") or []}
+
+    def measure(names: list[str]) -> tuple[dict, list[dict]]:
+        m = done.get(json.dumps(list(names)))
+        if m is None:
+            raise MeasureNeeded(list(names))
+        meshes = meshcache.load(m["meshes"])[0] if names else {}
+        return meshes, list(m.get("refusals") or [])
+
+    try:
+        return {"graph": propose_open_scene(doc["objects"], doc["unit_scale"], measure)}
+    except MeasureNeeded as need:
+        return {"measure": need.names}
+
+
+def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
+                    by_artist: str) -> dict:
+    """The relation graph *Build From Proposals* writes: the accepted proposals (``{"id",
+    "anchor", "members", "relation", "proposal", "edited"}``) with their ``proposal``
+    blocks, ``proposed`` from the proposer's document (the units of dropped groups join
+    ``unassigned``). Validated by ``parse_relation_graph`` before it is returned.
+
+    Every group in it was decided by the artist, so none is left ``uncertain`` (which the
+    scene pipeline leaves out as undecided): an uncertain or edited proposal the artist
+    accepted becomes ``confident`` with no reasons, as the schema asks of a person who
+    checked it, and its ``evidence.artist`` says so (``by_artist``), with the proposer's
+    doubts and, for an edited one, what the proposer had proposed. The proposer's numbers
+    (``confidence``, the remaining members' ``member_confidence`` / ``uncertain_members``)
+    are kept as they were."""
+    import copy
+
+    from island_tools.scene.relation_graph import parse_relation_graph
+
+    groups, owned = [], set()
+    for a in accepted:
+        p = copy.deepcopy(dict(a["proposal"]))
+        members = list(a["members"])
+        for key in ("member_confidence", "uncertain_members"):
+            p[key] = {m: v for m, v in (p.get(key) or {}).items() if m in members}
+        ev = dict(p.get("evidence") or {})
+        if "members" in ev:
+            ev["members"] = {m: v for m, v in ev["members"].items() if m in members}
+        relation = dict(a.get("relation") or {})
+        notes = []
+        if a.get("edited"):   # the proposer's pattern was for its members, not these
+            was = next((g for g in doc.get("groups") or [] if g["id"] == a["id"]), {})
+            relation = {k: v for k, v in relation.items() if k in ("anchor_role", "clearance_m")
+                        and was.get("anchor") == a["anchor"]}
+            notes.append(f"edited: anchor {a['anchor']}, members {', '.join(members)} (the "
+                         f"proposer had anchor {was.get('anchor')}, members "
+                         f"{', '.join(was.get('members') or [])})")
+        if p.get("status") == "uncertain":
+            notes.append(f"the proposer was uncertain: {'; '.join(p.get('reasons') or [])}")
+        if notes:
+            ev["artist"] = f"{by_artist}; {'; '.join(notes)}"
+            p["status"], p["reasons"] = "confident", []
+        p["evidence"] = ev
+        groups.append({"id": a["id"], "anchor": a["anchor"], "members": members,
+                       "relation": relation, "proposal": p})
+        owned.update([a["anchor"], *members])
+    proposed = copy.deepcopy(dict(doc.get("proposed") or {"by": "island-refine propose"}))
+    left = [u for u in proposed.get("unassigned") or [] if u["name"] not in owned]
+    names = {u["name"] for u in left}
+    for g in doc.get("groups") or []:
+        for n in (g["anchor"], *g["members"]):
+            if n not in owned and n not in names:
+                left.append({"name": n, "role": None,
+                             "reason": f"in proposal '{g['id']}', which the artist dropped "
+                                       "or did not accept"})
+                names.add(n)
+    proposed["unassigned"] = sorted(left, key=lambda u: u["name"])
+    out = {"version": doc.get("version", 1),
+           "description": "proposed by island-refine propose, decided by the artist in the "
+                          "Blender add-on (Find Groups)",
+           "groups": groups, "proposed": proposed}
+    parse_relation_graph(out, "relation_graph.json")
+    return out
 
 
 def annotate_metadata(group_dir: str | os.PathLike[str], group: Mapping[str, Any]) -> None:
@@ -656,6 +774,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--scene-dir", required=True)
     s.add_argument("--scene-json", required=True)
     s.add_argument("--meshes", required=True)
+    s = sub.add_parser("propose", help="Find Groups: relation groups proposed on the open "
+                                       "file's measured units")
+    s.add_argument("--scene-json", required=True)
     return p
 
 
@@ -692,6 +813,8 @@ def main(argv: list[str] | None = None) -> int:
             result = _render_cli(args)
         elif args.command == "infer-specs":
             result = infer_from_files(args.scene_dir, args.scene_json, args.meshes)
+        elif args.command == "propose":
+            result = propose_from_files(args.scene_json)
         else:
             print(f"[tasks solver] iter_{args.n}: deciding", file=sys.stderr, flush=True)
             result = solver_decision(args.group_dir, args.n)

@@ -150,12 +150,10 @@ def _version_info(info: Mapping) -> dict:
 
 
 # --------------------------------------------------------------------------- scene_read
-def scene_read(job: Mapping) -> dict:
-    t0 = time.perf_counter()
-    blend = _path(job, "blend")
-    names = _str_list(job, "names")
-    export = job.get("export_meshes")
-    info = open_blend(blend)
+def scene_objects() -> dict[str, dict[str, Any]]:
+    """``scene_read``'s ``objects``: every object of the open file (type, parent, world and
+    basis matrices, collections, instanced collection, in the view layer, library, props);
+    the add-on reads the open file with it too."""
     poses = _all_poses()
     layer = bpy.context.view_layer
     in_layer = {o.name for o in layer.objects} if layer is not None else set()
@@ -174,6 +172,17 @@ def scene_read(job: Mapping) -> dict:
             "library": obj.library.filepath if obj.library is not None else None,
             "props": object_props(obj),
         }
+    return objects
+
+
+def scene_read(job: Mapping) -> dict:
+    t0 = time.perf_counter()
+    blend = _path(job, "blend")
+    names = _str_list(job, "names")
+    export = job.get("export_meshes")
+    info = open_blend(blend)
+    layer = bpy.context.view_layer
+    objects = scene_objects()
     missing = [n for n in names if n not in objects]
     roots = [n for n in dict.fromkeys(names) if n in objects]
     meshes, found, units = None, [], {}

@@ -2,7 +2,7 @@
 worker's ``scene_read`` job (``island-refine propose``)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -103,33 +103,29 @@ def _world_points(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]],
     return out
 
 
-def read_scene_units(blend: str, run_job: RunJob, work_dir: str
-                     ) -> tuple[dict[str, UnitInput], float, list[dict[str, Any]]]:
-    """(units, unit_scale, left out) of the scene file ``blend`` through the worker's
-    ``scene_read`` (``measure_only``: refused units are measured too, to say why they are
-    left out). Two reads when the scene has hierarchies (each object's own geometry decides
-    where units split, :func:`unit_roots`), else one; then one read of the unit roots."""
-    first = run_job({"op": "scene_read", "blend": blend, "names": [], "export_meshes": None})
-    objects = first["objects"]
-    unit_scale = float(first.get("unit_scale") or 1.0)
+Measure = Callable[[list[str]], tuple[dict[str, tuple[np.ndarray, np.ndarray]],
+                                       list[dict[str, Any]]]]
+
+
+def units_of(objects: Mapping[str, Mapping[str, Any]], unit_scale: float, measure: Measure
+             ) -> tuple[dict[str, UnitInput], list[dict[str, Any]]]:
+    """(units, left out) of a scene given ``scene_read``'s ``objects`` and ``measure(names)
+    -> (meshes, refusals)`` (the units rooted at ``names`` evaluated as ``measure_only``
+    does). ``measure`` is called twice when the scene has hierarchies (each object's own
+    geometry decides where units split, :func:`unit_roots`), else once. The saved file
+    (:func:`read_scene_units`) and the add-on's open file go through here alike."""
     live = {n for n, o in objects.items() if o.get("in_view_layer", True)}
     nested = any(o.get("parent") in live for n, o in objects.items() if n in live)
     if nested:
         own = sorted(n for n in live if _has_own_geometry(objects[n]))
-        npz = f"{work_dir}/objects.npz"
-        run_job({"op": "scene_read", "blend": blend, "names": own, "export_meshes": npz,
-                 "measure_only": True})
-        meshes, _ = meshcache.load(npz)
+        meshes, _ = measure(own)
         roots = unit_roots(objects, _world_points(meshes, objects, unit_scale))
     else:   # no hierarchy: every object with geometry of its own is a unit
         roots = sorted(n for n in live if _has_own_geometry(objects[n]))
-    npz = f"{work_dir}/units.npz"
-    result = run_job({"op": "scene_read", "blend": blend, "names": roots,
-                      "export_meshes": npz, "measure_only": True})
-    meshes, _ = meshcache.load(npz)
+    meshes, refusals = measure(roots)
     left_out: list[dict[str, Any]] = []
     refused: dict[str, list[dict[str, Any]]] = {}
-    for r in result.get("refusals") or []:
+    for r in refusals or []:
         refused.setdefault(r["member"], []).append(r)
     units: dict[str, UnitInput] = {}
     for name in roots:
@@ -144,4 +140,26 @@ def read_scene_units(blend: str, run_job: RunJob, work_dir: str
         units[name] = UnitInput(name, np.asarray(o["matrix_world"], dtype=float), v, f,
                                 o.get("parent"), tuple(o.get("collections") or ()),
                                 str(o.get("type")))
+    return units, left_out
+
+
+def read_scene_units(blend: str, run_job: RunJob, work_dir: str
+                     ) -> tuple[dict[str, UnitInput], float, list[dict[str, Any]]]:
+    """(units, unit_scale, left out) of the scene file ``blend`` through the worker's
+    ``scene_read`` (``measure_only``: refused units are measured too, to say why they are
+    left out): :func:`units_of` over the file's objects."""
+    first = run_job({"op": "scene_read", "blend": blend, "names": [], "export_meshes": None})
+    objects = first["objects"]
+    unit_scale = float(first.get("unit_scale") or 1.0)
+    reads = [0]
+
+    def measure(names: list[str]) -> tuple[dict, list[dict[str, Any]]]:
+        reads[0] += 1
+        npz = f"{work_dir}/units_{reads[0]}.npz"
+        result = run_job({"op": "scene_read", "blend": blend, "names": names,
+                          "export_meshes": npz, "measure_only": True})
+        meshes, _ = meshcache.load(npz) if names else ({}, {})
+        return meshes, list(result.get("refusals") or [])
+
+    units, left_out = units_of(objects, unit_scale, measure)
     return units, unit_scale, left_out
