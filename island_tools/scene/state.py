@@ -465,5 +465,5 @@ def reconcile(state: SceneState, outcomes: Mapping[str, GroupOutcome], flagged: 
             reason = record.get("failure_reason") or outcome.terminal_detail or "failed"
             record["failure_reason"] = reason
             doc["islands_failed"].append({"id": gid, "reason": reason})
-        out.append(Reconciled(gid, outcome.latest, outcome.terminal_run))
+        out.append(Reconciled(gid, outcome.latest, outcome.terminal_run or ""))
     return out
