@@ -295,8 +295,9 @@ class _Checker:
             self.object(entry, where)
             self.want(isinstance(entry.get("id"), str), f"{where}.id", "a group id (string)",
                       entry.get("id"))
-            self.want(isinstance(entry.get("reason"), str), f"{where}.reason", "a string",
-                      entry.get("reason"))
+            # a batch marker's reason may be null (``batch.apply_marker``)
+            self.want(entry.get("reason") is None or isinstance(entry["reason"], str),
+                      f"{where}.reason", "a string", entry.get("reason"))
             self.group_id(entry["id"], f"{where}.id")
             if entry["id"] in ids:
                 raise self.fail(where, f"group '{entry['id']}' is listed twice")
