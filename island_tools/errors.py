@@ -6,7 +6,8 @@ Exit codes (the contract's 0/4/5/6 plus the ones this project documents):
 0     success (iter_step prints ``[iter_step] sanity OK``)
 1     unexpected internal error (a bug: the message names the exception)
 2     usage: bad CLI flag, malformed DIRECTORYS.yaml, wrong iteration number,
-      missing previous iteration, unsafe group directory
+      missing previous iteration, unsafe group directory; a scene's state.json
+      unreadable, mistyped or inconsistent with its ledger, a corrupt ledger.sqlite
 3     iter_N/transforms.json invalid (schema, anchor in members, unknown member,
       non-finite number, forbidden key, iter mismatch, missing _island_meta field)
 4     sanity: positions read back from iter_N/island.blend equal iter_(N-1)'s

@@ -30,14 +30,15 @@ serves the island loop and these scene commands as Model Context Protocol tools 
 confined to the --root directories (island_tools/mcp_server.py).
 
 Exit codes: 0 every flagged group completed; 2 usage (bad flag, another run active, inputs
-changed since the last run without --restart); 6 geometry; 7 Blender/worker; 8 the input
-scene is missing or unreadable; 20 relation_graph.json invalid (unknown object, object in
-two groups, anchor as member, empty group, unsafe group id, bad target_spec; nothing is
-written); 21 finished but some groups failed; 22 integrity (input scene changed, merged
-scene read back wrong); 23 refused up front with --strict (a unit cannot be refined as the
-scene holds it; nothing written); 24 partial: finished, every other group refined and
-merged, but some groups were refused (left as the input holds them; metrics.json names
-them); 1 internal; 130/143 interrupted/terminated (the run is marked
+changed since the last run without --restart, state.json unreadable or mistyped or claiming
+what ledger.sqlite does not record, ledger.sqlite corrupt; nothing written); 6 geometry; 7
+Blender/worker; 8 the input scene is missing or unreadable; 20 relation_graph.json invalid
+(unknown object, object in two groups, anchor as member, empty group, unsafe group id, bad
+target_spec; nothing is written); 21 finished but some groups failed; 22 integrity (input
+scene changed, merged scene read back wrong); 23 refused up front with --strict (a unit
+cannot be refined as the scene holds it; nothing written); 24 partial: finished, every
+other group refined and merged, but some groups were refused (left as the input holds them;
+metrics.json names them); 1 internal; 130/143 interrupted/terminated (the run is marked
 failed in the ledger). Details: docs/SCENE_PIPELINE.md.
 """
 from __future__ import annotations

@@ -25,6 +25,13 @@ whose process is gone is marked ``failed`` by the next run (:meth:`Ledger.mark_d
 the caller holds the scene lock, so no live run on this machine can be running; pid +
 process start time + boot id identify the process exactly (a batch run's process is its
 orchestrator, :class:`ProcessIdentity`).
+
+Read back for the state's sake (:func:`read_outcomes`): each group's last terminal event and
+its last event of any kind, counted from the latest ``--restart`` run (its ``started`` row
+has detail ``restart``; earlier outputs were moved away then, so earlier outcomes say
+nothing of the files now on disk). A ledger that is not a readable SQLite file (garbage,
+truncated, a directory) is :class:`LedgerError`, exit 2, one line naming the file and the
+fix, before anything is written.
 """
 from __future__ import annotations
 
@@ -37,6 +44,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ..errors import UsageError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -133,6 +142,83 @@ class ProcessIdentity:
 
 
 TERMINAL_GROUP_EVENTS = ("completed", "failed")
+RESTART = "restart"   # the ``detail`` of a --restart run's ``started`` row
+LEDGER_FIX = ("restore it from a backup, or move it away (e.g. to ledger.sqlite.corrupt) and "
+              "pass --restart to start over (earlier outputs are moved to previous/<UTC>/)")
+
+
+class LedgerError(UsageError):
+    """``ledger.sqlite`` cannot be read as the ledger (exit 2, like an unreadable state)."""
+
+    @classmethod
+    def of(cls, path: Path, exc: BaseException | str) -> LedgerError:
+        return cls(f"not a readable SQLite ledger ({exc})", file=str(path), fix=LEDGER_FIX)
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What the ledger says of one group since the latest --restart: ``terminal`` its last
+    completed / failed / refused event (``skipped`` and ``reconciled`` rows carry the
+    outcome they kept in ``status``), ``latest`` the outcome of its last event of any kind
+    (``open`` for started, round_started, reset, attempt_started: work under way)."""
+
+    group_id: str
+    terminal: str | None
+    terminal_run: str | None
+    terminal_detail: str | None
+    terminal_seq: int
+    latest: str
+
+
+def event_outcome(event: str, status: str | None) -> str:
+    if event in ("completed", "failed", "refused"):
+        return event
+    if event in ("skipped", "reconciled") and status in TERMINAL_GROUP_EVENTS:
+        return status
+    return "open"
+
+
+def read_outcomes(path: Path) -> dict[str, GroupOutcome]:
+    """Each group's :class:`GroupOutcome`, read only; ``{}`` when there is no ledger. Raises
+    :class:`LedgerError` when ``path`` is not a readable, undamaged SQLite file."""
+    if not os.path.lexists(path):
+        return {}
+    if not path.is_file():
+        raise LedgerError.of(path, "a directory" if path.is_dir() else "not a regular file")
+    try:
+        conn = open_readonly(path)
+        try:
+            damage = conn.execute("PRAGMA quick_check").fetchall()
+            if damage != [("ok",)]:
+                raise LedgerError.of(path, f"damaged: {' '.join(str(damage[0][0]).split())}")
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"runs", "groups"} <= tables:
+                return {}
+            row = conn.execute("SELECT MAX(seq) FROM runs WHERE event = 'started' AND "
+                               "detail = ?", (RESTART,)).fetchone()
+            since = row[0] or 0
+            rows = conn.execute(
+                "SELECT g.seq, g.run_id, g.group_id, g.event, g.status, g.detail FROM groups g "
+                "WHERE g.run_id IN (SELECT run_id FROM runs WHERE event = 'started' AND "
+                "seq >= ?) ORDER BY g.seq", (since,)).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise LedgerError.of(path, exc) from None
+    out: dict[str, GroupOutcome] = {}
+    for seq, run_id, gid, event, status, detail in rows:
+        outcome = event_outcome(event, status)
+        before = out.get(gid)
+        if outcome == "open":
+            if before is not None:
+                out[gid] = GroupOutcome(gid, before.terminal, before.terminal_run,
+                                        before.terminal_detail, before.terminal_seq, outcome)
+            else:
+                out[gid] = GroupOutcome(gid, None, None, None, 0, outcome)
+        else:
+            out[gid] = GroupOutcome(gid, outcome, run_id, detail, seq, outcome)
+    return out
 
 
 @dataclass(frozen=True)
@@ -146,13 +232,22 @@ class DeadRun:
 class Ledger:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        if self.path.is_dir():
+            raise LedgerError.of(self.path, "a directory")
         # check_same_thread off: groups refined side by side (refine.refine_side_by_side)
         # write from their own threads, one at a time under the run's lock.
-        self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0,
-                                    check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.executescript(SCHEMA + _append_only_triggers())
+        try:
+            self.conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0,
+                                        check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise LedgerError.of(self.path, exc) from None
+        try:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.executescript(SCHEMA + _append_only_triggers())
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise LedgerError.of(self.path, exc) from None
 
     def close(self) -> None:
         self.conn.close()
@@ -167,11 +262,13 @@ class Ledger:
 
     # ------------------------------------------------------------------ runs
     def run_started(self, run_id: str, argv: Iterable[str],
-                    owner: ProcessIdentity | None = None) -> None:
+                    owner: ProcessIdentity | None = None, restart: bool = False) -> None:
+        """``restart``: the run moved the earlier outputs away (``read_outcomes`` counts
+        from here)."""
         owner = owner or ProcessIdentity.current()
         self._insert("runs", run_id=run_id, event="started", pid=owner.pid,
                      proc_start=owner.proc_start, boot_id=owner.boot_id, host=owner.host,
-                     argv=json.dumps(list(argv)))
+                     argv=json.dumps(list(argv)), detail=RESTART if restart else None)
 
     def run_finished(self, run_id: str, exit_code: int, detail: str = "") -> None:
         self._insert("runs", run_id=run_id, event="finished", exit_code=exit_code,
@@ -296,5 +393,9 @@ class BufferedLedger(Ledger):
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    """For ``report``: never creates the file, never writes."""
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    """For ``report`` and pre-flight: never creates the file, never writes. A ledger closed
+    cleanly has no ``-wal`` companion: it is opened ``immutable``, so that reading it does
+    not leave a ``-wal`` and ``-shm`` beside it (a read-only WAL connection makes them)."""
+    wal = Path(f"{path}-wal")
+    mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+    return sqlite3.connect(f"file:{path}?{mode}", uri=True)

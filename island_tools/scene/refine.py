@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import EXIT_FILESYSTEM, EXIT_INTERNAL, FilesystemError, IslandError
 from ..files import atomic
 from ..files.jsonio import read_object
-from ..iteration import REFINER_DIR, same_bytes, sha256_file
+from ..iteration import REFINER_DIR, sha256_file
 from ..measure import frames
 from . import contract, verify
 from .context import StageContext
@@ -32,6 +32,7 @@ from .state import (
     GROUP_FAILED,
     GROUP_PENDING,
     GROUP_RUNNING,
+    outcome_on_disk,
 )
 from .verify_stage import geometry_context, resolve_unknowns, route, verify_group
 
@@ -114,13 +115,7 @@ class _Stopped(BaseException):
 
 
 def group_gate(ctx: StageContext, gid: str, terminal: str) -> bool:
-    gp = ctx.paths.group(gid)
-    if terminal == GROUP_FAILED:
-        return gp.round_done(0)
-    g = ctx.scene_state.group(gid)
-    k = int(g.get("accepted_round", -1))
-    return (k >= 0 and gp.round_done(k) and gp.verification.is_file() and gp.island.is_file()
-            and same_bytes(gp.island, gp.round(k) / "island.blend"))
+    return outcome_on_disk(ctx.paths.group(gid), ctx.scene_state.group(gid), terminal)
 
 
 def reset_group(ctx: StageContext, gid: str) -> None:

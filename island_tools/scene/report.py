@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .ledger import open_readonly
+from .ledger import LedgerError, open_readonly
 
 METRIC_ROWS = (
     ("facing mean (deg)", "facing_error_mean_deg"),
@@ -69,7 +70,7 @@ def ledger_tables(ledger_path: Path) -> list[str]:
         groups = _query(conn, """
             SELECT run_id, group_id, event, status, detail FROM groups
             WHERE event IN ('completed', 'failed', 'refused', 'reset', 'skipped',
-                            'attempt_started')
+                            'attempt_started', 'reconciled')
             ORDER BY seq""")
         iters = _query(conn, """
             SELECT run_id, group_id, round, COUNT(*) - 1, SUM(members_moved > 0),
@@ -149,9 +150,15 @@ def render_report(scene_dir: Path) -> str:
         raise FileNotFoundError(f"{scene_dir}: scene directory {what} (fix: pass the "
                                 "--scene-dir an island-refine run was given)")
     ledger = scene_dir / "ledger.sqlite"
+    if ledger.is_dir():
+        raise LedgerError.of(ledger, "a directory")
     if not ledger.is_file():
         raise FileNotFoundError(f"{ledger}: no ledger (has refine_scene run on this scene?)")
-    out = [f"island-refine report: {scene_dir}", ""] + ledger_tables(ledger)
+    try:
+        tables = ledger_tables(ledger)
+    except sqlite3.Error as exc:
+        raise LedgerError.of(ledger, exc) from None
+    out = [f"island-refine report: {scene_dir}", ""] + tables
     metrics_path = scene_dir / "metrics.json"
     if metrics_path.is_file():
         out += [""] + metrics_tables(json.loads(metrics_path.read_text(encoding="utf-8")))
@@ -161,8 +168,11 @@ def render_report(scene_dir: Path) -> str:
 
 
 def report_result(scene_dir: str | os.PathLike[str]) -> tuple[int, str]:
-    """What ``island-refine report`` answers: (0, the report) or (2, why there is none)."""
+    """What ``island-refine report`` answers: (0, the report) or (2, why there is none: no
+    ledger, or one that cannot be read, named with its fix)."""
     try:
         return 0, render_report(Path(scene_dir).expanduser().resolve())
     except FileNotFoundError as exc:
         return 2, str(exc)
+    except LedgerError as exc:
+        return exc.exit_code, exc.one_line()

@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 
 from ..errors import EXIT_INTERNAL, IslandError, UsageError
@@ -87,6 +88,7 @@ def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ..
     if continuing:
         assert batch is not None
         ctx.run_id = batch.run_id
+        record_reconciled(ctx, prep)
         ctx.state.trace(f"run:{ctx.run_id}:prepare_retried")
         return
     if doc.get("status") == "running":
@@ -95,7 +97,8 @@ def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ..
     ctx.run_id = batch.run_id if batch else _new_run_id(ledger)
     if ledger.run_status(ctx.run_id) is None:
         ledger.run_started(ctx.run_id, batch.argv if batch else argv,
-                           batch.owner if batch else None)
+                           batch.owner if batch else None, restart=ctx.options.restart)
+    record_reconciled(ctx, prep)
     doc.pop("batch", None)
     if batch is not None:
         doc["batch"] = {"run_id": batch.run_id, "stage_seconds_at_start": {
@@ -108,6 +111,30 @@ def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ..
                      "scene_sha256": prep.scene_sha256}
     ctx.state.trace(f"run:{ctx.run_id}:{'resumed' if resumed else 'started'}")
     ctx.say(f"run {ctx.run_id} {'resumes' if resumed else 'starts'} on {ctx.paths.root}")
+
+
+def record_reconciled(ctx: StageContext, prep: Prepared) -> None:
+    """What pre-flight restored from the ledger (``state.reconcile``): one ``reconciled``
+    ledger event and state note per group, and one warning line (printed even with
+    --quiet: the user's state.json disagreed with the record)."""
+    if not prep.reconciled:
+        return
+    doc = ctx.scene_state.doc
+    for r in prep.reconciled:
+        ctx.run_ledger.group_event(ctx.run_id, r.group_id, "reconciled", r.outcome,
+                                   f"state.json lacked it; the ledger records it {r.outcome} "
+                                   f"in run {r.run_id} and its files agree: not refined "
+                                   "again")
+    groups = ", ".join(f"'{r.group_id}' ({r.outcome})" for r in prep.reconciled)
+    line = (f"{ctx.paths.state}: islands_completed/islands_failed lacked {groups}, which "
+            f"{ctx.paths.ledger.name} records so and whose files agree: reconciled from the "
+            "ledger, not refined again")
+    doc.setdefault("notes", []).append(f"run {ctx.run_id}: {line}")
+    message = f"[refine_scene] warning: {line}"
+    if ctx.progress:
+        ctx.progress(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
 
 
 def _new_run_id(ledger: Ledger) -> str:

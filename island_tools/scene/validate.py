@@ -51,9 +51,10 @@ from ..measure.obstacles import to_frame
 from ..schemas import TargetSpec, parse_target_spec
 from .context import StageContext
 from .errors import RelationGraphError, SceneRefusedError
+from .ledger import read_outcomes
 from .paths import SCENE_BLEND
 from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
-from .state import SceneState
+from .state import Reconciled, SceneState, check_claims, new_state, reconcile
 from .verify import findings, geometry_summary, review_group
 
 DEFAULT_CLEARANCE_M = 0.10
@@ -213,13 +214,19 @@ class Prepared:
     scene_objects: dict[str, Any] | None = None
     temp_dir: Path | None = None
     validate_seconds: float = 0.0
+    # terminal outcomes state.json lost and the ledger restored (``state.reconcile``): the
+    # run records and reports them once it holds the scene lock
+    reconciled: list[Reconciled] = field(default_factory=list)
 
 
 def preflight(ctx: StageContext) -> Prepared:
     """Parse and check every input; measure the scene if validation must (re)run.
 
     Writes nothing (the scene is read through the worker into a temporary directory
-    outside the scene directory).
+    outside the scene directory). ``state.json`` and ``ledger.sqlite`` are checked here
+    (exit 2 on either), the state's terminal claims against the ledger before the scene is
+    measured (``state.check_claims``) and what the state lost reconciled from the ledger
+    after (``state.reconcile``: it needs the flagged groups).
     """
     # member counts once the scene has said whether every named object exists (measure)
     graph = load_relation_graph(ctx.paths.relation_graph, check_counts=False)
@@ -227,7 +234,9 @@ def preflight(ctx: StageContext) -> Prepared:
         raise GroupInputError("input scene is missing", file=str(ctx.paths.scene_blend),
                               fix=f"put the planned scene at <scene_dir>/{SCENE_BLEND}")
     scene_sha = sha256_file(ctx.paths.scene_blend)
-    state = SceneState.load(ctx.paths.state)
+    state = load_state(ctx, graph)
+    # read after the state: the ledger gets every terminal event first, so it is never behind
+    outcomes = read_outcomes(ctx.paths.ledger)
     inputs = state.doc.get("inputs") or {}
     if state.exists and inputs and not ctx.options.restart:
         changed = [name for name, now in (
@@ -240,6 +249,8 @@ def preflight(ctx: StageContext) -> Prepared:
                              f"{state.doc.get('run_id')}", file=str(ctx.paths.state),
                              fix="pass --restart to start over (previous outputs are "
                              "moved to previous/<UTC>/)")
+    if not ctx.options.restart:
+        check_claims(state, outcomes, ctx.paths.ledger)
     prep = Prepared(graph, scene_sha, state)
     skipped = uncertain_proposals(graph, ctx.options.include_uncertain)
     gate = not ctx.options.restart and validation_gate(ctx, graph, scene_sha)
@@ -250,6 +261,8 @@ def preflight(ctx: StageContext) -> Prepared:
         prep.refused = skipped   # left as they are, like refused groups (not measured)
         prep.graph = graph.without(skipped)
         measure(ctx, prep)
+        assert prep.measured is not None
+        flagged = [gid for gid, m in prep.measured.items() if m.needs_island]
     else:   # validated before (every name was in the scene): the refusals are the artifact's
         graph.check_member_counts()
         prep.refused = stored
@@ -258,6 +271,10 @@ def preflight(ctx: StageContext) -> Prepared:
             raise SceneRefusedError(refused[0]["line"], file=graph.path,
                                     field=refused[0]["field"])
         prep.graph = graph.without(prep.refused)
+        flagged = list(island_groups(ctx)["groups_needing_island"])
+    if not ctx.options.restart:
+        prep.reconciled = reconcile(state, outcomes, flagged, ctx.paths.group,
+                                    ctx.paths.ledger)
     return prep
 
 
@@ -281,6 +298,19 @@ def uncertain_proposals(graph: RelationGraph, include_uncertain: bool
         out[g.id] = {"reason": f"field '{where}': {line}", "field": where, "line": line,
                      "refusals": []}
     return out
+
+
+def load_state(ctx: StageContext, graph: RelationGraph) -> SceneState:
+    """``state.json`` validated against its schema and the graph's group ids (exit 2
+    otherwise). With ``--restart`` one that does not validate is not an error: the run
+    moves it to previous/<UTC>/ unread, so restarting is the fix the refusal names."""
+    ids = [g.id for g in graph.groups]
+    if not ctx.options.restart:
+        return SceneState.load(ctx.paths.state, ids)
+    try:
+        return SceneState.load(ctx.paths.state, ids)
+    except UsageError:
+        return SceneState(ctx.paths.state, new_state())
 
 
 def entangled_refusals(graph: RelationGraph, refused: set[str],
