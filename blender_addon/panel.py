@@ -158,11 +158,10 @@ class ISLAND_PT_build(_Tab, bpy.types.Panel):
     def draw_proposals(context, layout, st) -> None:
         """Find Groups, its proposals, the selected one's evidence, edit / drop / build."""
         layout.separator()
-        row = layout.row(align=True)
-        row.operator("island.find_groups", icon="VIEWZOOM")
-        row.prop(st, "show_proposals", text="", icon="HIDE_OFF")
-        if not len(st.proposals):
+        layout.operator("island.find_groups", icon="VIEWZOOM")   # a row of its own: the
+        if not len(st.proposals):                                 # 3.4 sidebar is narrow
             return
+        layout.prop(st, "show_proposals", text="Draw", icon="HIDE_OFF")
         layout.template_list("ISLAND_UL_proposals", "", st, "proposals", st,
                              "proposal_index", rows=min(max(len(st.proposals), 2), 6))
         p = st.active_proposal()
@@ -179,10 +178,10 @@ class ISLAND_PT_build(_Tab, bpy.types.Panel):
                     wrapped(box, context, f"{m.name}: {m.uncertain}", "QUESTION")
             if p.evidence:
                 wrapped(box, context, p.evidence, "INFO")
-        row = layout.row(align=True)
-        row.operator("island.proposal_from_selection", text="Edit from Selection",
+        col = layout.column(align=True)
+        col.operator("island.proposal_from_selection", text="Edit from Selection",
                      icon="RESTRICT_SELECT_OFF")
-        row.operator("island.drop_proposal", text="Drop", icon="X")
+        col.operator("island.drop_proposal", text="Drop", icon="X")
         layout.operator("island.rebuild_island", text="Build From Proposals",
                         icon="CHECKMARK").source = "PROPOSALS"
 

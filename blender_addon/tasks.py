@@ -542,10 +542,13 @@ def write_viewport_transforms(group_dir: str | os.PathLike[str], poses: Mapping[
     """An artist's decision: ``iter_N/transforms.json`` (N = the next iteration) holding the
     deltas from ``iter_(N-1)`` to the poses of the loaded objects. Validated as any
     transforms.json; ``_island_meta.model`` is ``artist``."""
-    from island_tools.adapter import transforms_doc
     from island_tools.files import atomic
     from island_tools.iteration import sha256_file
-    from island_tools.schemas import load_metadata, parse_transforms
+    from island_tools.schemas import (
+        load_metadata,
+        parse_transforms,
+        transforms_doc,  # no fcl: Blender 3.4 runs this
+    )
 
     root = Path(group_dir)
     n = next_iter(root)

@@ -101,7 +101,11 @@ from .iteration import (
 )
 from .measure import frames
 from .policy import EMPTY_STOP, MIN_ITER, Phase, Verdict, check_policy, phase_for
-from .schemas import FORBIDDEN_TRANSFORM_KEYS, parse_transforms
+from .schemas import (
+    FORBIDDEN_TRANSFORM_KEYS,
+    island_meta,
+    parse_transforms,
+)
 
 DEFAULT_MAX_ITER = 20
 DEFAULT_TIMEOUT_S = 120.0
@@ -157,24 +161,6 @@ def _decision_doc(decision: Any, n: int, image_sha256: str, model: str, generate
         doc["reason_summary"] = decision["reason_summary"]
     doc["_island_meta"] = island_meta(n, image_sha256, model, generated_by)
     return doc
-
-
-def island_meta(n: int, image_sha256: str, model: str, generated_by: str) -> dict[str, Any]:
-    """``_island_meta`` of iteration n's transforms.json (see the module docstring)."""
-    return {"model": model, "image_sha256": image_sha256, "generated_by": generated_by,
-            "mode": "island_iter", "iter": n, "timestamp_utc": utc_now()}
-
-
-def transforms_doc(decision: Mapping[str, Any], n: int, image_sha256: str, *, model: str,
-                   generated_by: str) -> dict[str, Any]:
-    """The transforms.json document of a decision that already has ``members``,
-    ``converged`` and ``reason_summary`` (``final`` false), for writers that validate it
-    with ``schemas.parse_transforms`` themselves and are not agents under the magnitude
-    policy: the add-on's viewport edit (an artist's hand), and the tests and benches that
-    drive ``iter_step`` directly. An agent's decision goes through ``write_decision``."""
-    return {"iter": n, "members": decision["members"], "converged": decision["converged"],
-            "final": False, "reason_summary": decision["reason_summary"],
-            "_island_meta": island_meta(n, image_sha256, model, generated_by)}
 
 
 def earlier_nonempty(group: Group, n: int) -> list[int]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +378,24 @@ def load_transforms(path: Path, expected_iter: int, metadata: Metadata) -> Trans
                       f"write iter_{expected_iter}/transforms.json before stepping",
                       content_fix="")
     return parse_transforms(doc, str(path), expected_iter, metadata)
+
+
+def island_meta(n: int, image_sha256: str, model: str, generated_by: str) -> dict[str, Any]:
+    """``_island_meta`` of iteration n's transforms.json (see the module docstring)."""
+    return {"model": model, "image_sha256": image_sha256, "generated_by": generated_by,
+            "mode": "island_iter", "iter": n,
+            "timestamp_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def transforms_doc(decision: Mapping[str, Any], n: int, image_sha256: str, *, model: str,
+                   generated_by: str) -> dict[str, Any]:
+    """The transforms.json document of a decision that already has ``members``,
+    ``converged`` and ``reason_summary`` (``final`` false), for writers that validate it
+    with ``schemas.parse_transforms`` themselves and are not agents under the magnitude
+    policy: the add-on's viewport edit (an artist's hand), and the tests and benches that
+    drive ``iter_step`` directly. An agent's decision goes through
+    ``adapter.write_decision``. Here, beside the schema, so the add-on's in-process edit
+    imports no fcl (Blender 3.4's Python has only numpy)."""
+    return {"iter": n, "members": decision["members"], "converged": decision["converged"],
+            "final": False, "reason_summary": decision["reason_summary"],
+            "_island_meta": island_meta(n, image_sha256, model, generated_by)}

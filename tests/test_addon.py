@@ -17,9 +17,9 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from island_tools.adapter import transforms_doc
 from island_tools.files import atomic
 from island_tools.iteration import sha256_file
+from island_tools.schemas import transforms_doc
 
 pytestmark = pytest.mark.bpy
 REPO = Path(__file__).resolve().parents[1]

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools.adapter import transforms_doc
 from island_tools.config import Settings
 from island_tools.errors import EXIT_TRANSFORMS, GroupInputError, UsageError, WorkerError
 from island_tools.files import atomic
 from island_tools.iteration import init_iter0, is_complete, iter_step, sha256_file
+from island_tools.schemas import transforms_doc
 from tests._helpers import snapshot
 from worker import daemon
 from worker.launch import resolve_blender, run_job

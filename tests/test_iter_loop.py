@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from island_tools.adapter import transforms_doc
 from island_tools.config import Settings
 from island_tools.errors import (
     EXIT_GEOMETRY,
@@ -34,6 +33,7 @@ from island_tools.errors import (
 from island_tools.files import atomic
 from island_tools.iteration import init_iter0, iter_step, sha256_file
 from island_tools.measure import meshcache
+from island_tools.schemas import transforms_doc
 from tests._helpers import snapshot
 from tests.greedy_agent import propose
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from island_tools.adapter import transforms_doc
 from island_tools.errors import EXIT_OK, EXIT_WORKER
 from island_tools.files import atomic
 from island_tools.iteration import sha256_file
+from island_tools.schemas import transforms_doc
 from tests.greedy_agent import propose
 
 pytestmark = pytest.mark.blender_bin

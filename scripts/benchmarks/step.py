@@ -90,9 +90,9 @@ def prepare_group(work: Path, blender: str | None, resolution: int) -> Path:
     --no-daemon init_iter0, and iter_1/transforms.json."""
     sys.path.insert(0, str(REPO))
     from fixtures.build import build_fixture
-    from island_tools.adapter import transforms_doc
     from island_tools.files import atomic
     from island_tools.iteration import sha256_file
+    from island_tools.schemas import transforms_doc
     from worker.launch import blender_output_captured, resolve_blender
 
     backend = resolve_blender(blender or "bpy", None)

@@ -208,9 +208,9 @@ def _rss_rows(group: Path, work: Path, resolution: int, iterations: int, referen
     """A real loop of ``iterations`` ``iter_step.py`` calls (fresh CLI processes, as an agent
     makes them) through one step host and one warm worker; VmRSS of both after each step."""
     sys.path.insert(0, str(REPO))
-    from island_tools.adapter import transforms_doc
     from island_tools.files import atomic
     from island_tools.iteration import sha256_file
+    from island_tools.schemas import transforms_doc
     from worker import daemon
 
     ddir = work / "daemon_rss"   # private (0700): a directory open to others is not used
