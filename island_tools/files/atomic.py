@@ -387,23 +387,30 @@ def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
             raise
 
 
-def remove_tree(path: str | os.PathLike[str]) -> None:
-    """``shutil.rmtree(path, ignore_errors=True)``; under a guard a path that no longer
-    stays beneath its root is left alone (nothing outside is removed)."""
+def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = True) -> None:
+    """``shutil.rmtree(path, ignore_errors)``; under a guard a path that no longer stays
+    beneath its root is left alone (nothing outside is removed), silently when errors are
+    ignored."""
     path = Path(path)
     try:
         with _parent(path) as (fd, name):
-            shutil.rmtree(name, ignore_errors=True, dir_fd=fd)
-    except (OSError, ConfinementError):
-        pass
+            shutil.rmtree(name, ignore_errors=ignore_errors, dir_fd=fd)
+    except (OSError, ConfinementError) as exc:
+        if not ignore_errors:
+            _named(exc, path, None)
+            raise
 
 
-def remove_file(path: str | os.PathLike[str]) -> None:
-    """``os.unlink(path)``, confined under a guard."""
+def remove_file(path: str | os.PathLike[str], missing_ok: bool = False) -> None:
+    """``Path(path).unlink(missing_ok)``, confined under a guard."""
     path = Path(path)
     with _parent(path) as (fd, name):
         try:
             os.unlink(name, dir_fd=fd)
+        except FileNotFoundError as exc:
+            if not missing_ok:
+                _named(exc, path, fd)
+                raise
         except BaseException as exc:
             _named(exc, path, fd)
             raise
