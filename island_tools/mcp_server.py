@@ -258,7 +258,7 @@ class Call:
             if self.guard is not None:
                 after = self.guard.identity(dirs)
                 for d, a, b in zip(dirs, before, after, strict=True):
-                    if a is not None and a != b:
+                    if a is not None and b is not None and a != b:   # gone is no escape
                         raise atomic.ConfinementError(
                             "was replaced during a Blender job", file=str(d),
                             fix="put the directory back and rerun")

@@ -145,9 +145,9 @@ def _refuse_link(name: str, dir_fd: int, full: Path) -> None:
     except OSError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise ConfinementError("is a symlink; a write under the server's roots never "
-                               "follows one (was it swapped in during the call?)",
-                               file=str(full), fix=_FIX)
+        raise ConfinementError("is a symlink; nothing beneath the server's roots is "
+                               "written or served through one (was it swapped in during "
+                               "the call?)", file=str(full), fix=_FIX)
 
 
 _GUARD: Confined | None = None
