@@ -220,7 +220,7 @@ def write_decision(group_dir: str | os.PathLike[str], n: int, decision: Any, *,
             else:
                 honoured = True
         doc["converged"] = honoured
-    iter_dir.mkdir(exist_ok=True)
+    atomic.make_dir(iter_dir, exist_ok=True)
     atomic.write_json(path, doc)
     return WriteResult(path, doc, verdict, requested, honoured, warnings, gate_review)
 
@@ -271,7 +271,7 @@ class SolverPolicy:
             atomic.write_json(path, {"reason": self._solver.infeasible_reason(given_up),
                                      "given_up": given_up, "iter": n})
         elif path.is_file():
-            path.unlink()
+            atomic.remove_file(path)
         return decision
 
 
@@ -523,7 +523,7 @@ class RunReport:
 @contextlib.contextmanager
 def _run_lock(root: Path) -> Iterator[None]:
     """One agent run per group (iter_step's own lock is per step, not per run)."""
-    fd = os.open(root / _RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = atomic.open_beneath(root / _RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -16,7 +16,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -82,7 +81,7 @@ class Group:
 
 def resolve_group_dir(path: str | os.PathLike[str]) -> Path:
     raw = Path(path)
-    root = raw.expanduser().resolve()
+    root = atomic.check_resolved(raw, raw.expanduser().resolve())
     if not root.exists():
         raise UsageError("group directory does not exist", file=str(raw),
                          fix="pass --group-dir <scene_dir>/relation_groups/<G>")
@@ -147,13 +146,13 @@ def staging_dir(parent: Path, label: str) -> Iterator[Path]:
     Callers hold the group lock, so any other staging directory belongs to a dead process.
     """
     for stale in parent.glob(".staging.*"):
-        shutil.rmtree(stale, ignore_errors=True)
+        atomic.remove_tree(stale)
     path = parent / f".staging.{label}.{os.getpid()}"
-    path.mkdir(parents=True)
+    atomic.make_dir(path, parents=True)
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        atomic.remove_tree(path)
 
 
 def utc_now() -> str:
@@ -415,19 +414,19 @@ def _install_iteration(stage: Path, dest: Path) -> None:
     if dest.is_dir():
         for item in dest.iterdir():
             if item.is_file() and not (stage / item.name).exists():
-                shutil.copy2(item, stage / item.name)
+                atomic.copy_file(item, stage / item.name, keep_times=True)
     aside = dest.with_name(f"{ASIDE_PREFIX}{dest.name}.{os.getpid()}")
     had_dest = dest.exists()
     if had_dest:
-        os.rename(dest, aside)
+        atomic.rename(dest, aside)
     try:
-        os.rename(stage, dest)
+        atomic.rename(stage, dest)
     except BaseException:
         if had_dest:
-            os.rename(aside, dest)
+            atomic.rename(aside, dest)
         raise
     if had_dest:
-        shutil.rmtree(aside, ignore_errors=True)
+        atomic.remove_tree(aside)
 
 
 def recover_asides(refiner: Path) -> None:
@@ -439,9 +438,9 @@ def recover_asides(refiner: Path) -> None:
         name = aside.name[len(ASIDE_PREFIX):].rsplit(".", 1)[0]
         target = refiner / name
         if not target.exists():
-            os.rename(aside, target)
+            atomic.rename(aside, target)
         else:
-            shutil.rmtree(aside, ignore_errors=True)
+            atomic.remove_tree(aside)
 
 
 def _backup_name(refiner: Path) -> Path:
@@ -485,7 +484,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
     with group_lock(group.root), staging_dir(group.root, "iter_0") as stage:
         t0 = time.perf_counter()
         iter_stage = stage / "iter_0"
-        iter_stage.mkdir()
+        atomic.make_dir(iter_stage)
         atomic.link_or_copy(island, iter_stage / "island.blend")
         base_job = {"op": "step", "blend": str(iter_stage / "island.blend"),
                     "members": list(group.metadata.members),
@@ -498,7 +497,7 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         else:
             _log(progress, "[init_iter0] opening island, exporting meshes")
             run_job({**base_job, "render": None, "export_meshes": str(stage / MESH_CACHE)})
-            os.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
+            atomic.replace(stage / MESH_CACHE, group.root / MESH_CACHE)
         meshes, props = load_meshes(group)
         axes = forward_axes(group, meshes, props)
         _log(progress, "[init_iter0] rendering iter_0")
@@ -521,13 +520,13 @@ def init_iter0(group_dir: str | os.PathLike[str], settings: Settings, run_job: R
         atomic.write_json(iter_stage / "current_state.json",
                           current_state_doc(group, 0, poses, meshes))
         new_refiner = stage / REFINER_DIR
-        new_refiner.mkdir()
-        os.replace(iter_stage, new_refiner / "iter_0")
+        atomic.make_dir(new_refiner)
+        atomic.replace(iter_stage, new_refiner / "iter_0")
         if group.refiner.exists():
             backup = _backup_name(group.refiner)
-            os.replace(group.refiner, backup)
+            atomic.replace(group.refiner, backup)
             _log(progress, f"[init_iter0] previous {REFINER_DIR}/ rotated to {backup.name}/")
-        os.replace(new_refiner, group.refiner)
+        atomic.replace(new_refiner, group.refiner)
     return StepResult(0, group.iter_dir(0), True, geometry, info)
 
 

@@ -28,10 +28,23 @@ content; a success carries the CLI's stdout lines (``[iter_step] sanity OK`` ...
 Confinement. The server is started with one or more ``--root`` directories. Every path a
 tool is given is resolved (every symlink on the way followed; relative paths are taken from
 the first root) and refused (exit 2) unless it lies inside a root; a group or scene directory
-holding a symlink that leads out of the roots is refused too. No tool runs code it is sent:
-the policy is always the built-in solver (no ``command:`` agents), the Blender binary and
-``DIRECTORYS.yaml`` are the server's own (flags at start), and decisions are data checked by
-the adapter.
+holding a symlink that leads out of the roots is refused too. That check holds for the whole
+call, not only its start: a writing call runs under an ``atomic.Confined`` guard, so every
+write the library makes beneath a root is made through a directory descriptor opened from
+the root with ``O_NOFOLLOW`` on each component, and the call's group (or scene) directory is
+pinned to the inode it had when the call began. A directory swapped for a symlink (or for
+another directory) mid-call refuses the next write and ends the call with one line (exit 2);
+nothing lands outside the roots. Blender's own saves go to paths: the directories a job
+writes to are checked before and after every job. Files are read for a client the same way
+(``get_iteration``: no symlink, no FIFO, and a file with hard links is served only when
+every one of its names lies in the group's ``simple_refiner/``, see :func:`_names_in_refiner`).
+No tool runs code it is sent: the policy is always the built-in solver (no ``command:``
+agents), the Blender binary and ``DIRECTORYS.yaml`` are the server's own (flags at start), and
+decisions are data checked by the adapter.
+
+Every request gets an answer (``island_tools/mcp_wire.py``): a line the transport cannot
+parse is a JSON-RPC error for its id, and arguments of the wrong type are the CLI's one line
+with ``exit_code``.
 
 Writing calls (init_iter0, write_decision, iter_step, promote_final, solve_group,
 refine_scene) run one at a time on one worker thread - the thread that does all of this
@@ -51,6 +64,7 @@ import base64
 import contextlib
 import os
 import signal
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,12 +74,16 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import ValidationError
 
-from . import adapter, review
+from . import adapter, mcp_wire, review
 from .clirun import failure
 from .config import Settings, with_overrides
 from .errors import IslandError, TransformsError, UsageError
+from .files import atomic
 from .files.jsonio import loads_strict, read_object
 from .iteration import REFINER_DIR, Group, RunJob, completed_iters, load_group
 from .loop_lines import geometry_summary, init_iter0_lines, iter_step_lines, write_lines
@@ -201,10 +219,17 @@ class Call:
 
     def __init__(self, token: Any = None, send: Any = None) -> None:
         self.cancelled = threading.Event()
+        self.guard: atomic.Confined | None = None   # a writing call's (see _on_worker)
         self._token = token
         self._send = send
         self._count = 0
         self._lock = threading.Lock()
+
+    def pin(self, directory: Path) -> Path:
+        """Hold the call's group or scene directory to the inode it has now."""
+        if self.guard is not None:
+            self.guard.pin(directory)
+        return directory
 
     def checkpoint(self) -> None:
         if self.cancelled.is_set():
@@ -222,13 +247,41 @@ class Call:
                                            token=self._token)
 
     def job(self, run_job: RunJob) -> RunJob:
-        """``run_job`` with a checkpoint before and after each Blender job."""
+        """``run_job`` with a checkpoint before and after each Blender job, and the
+        directories it writes to (those of its paths beneath the roots) checked on both
+        sides: Blender saves by path, so a directory swapped during a job ends the call."""
         def run(spec: dict[str, Any]) -> dict[str, Any]:
             self.checkpoint()
+            dirs = _job_dirs(spec, self.guard)
+            before = self.guard.identity(dirs) if self.guard else []
             out = run_job(spec)
+            if self.guard is not None:
+                after = self.guard.identity(dirs)
+                for d, a, b in zip(dirs, before, after, strict=True):
+                    if a is not None and b is not None and a != b:   # gone is no escape
+                        raise atomic.ConfinementError(
+                            "was replaced during a Blender job", file=str(d),
+                            fix="put the directory back and rerun")
             self.checkpoint()
             return out
         return run
+
+
+def _job_dirs(spec: dict[str, Any], guard: atomic.Confined | None) -> list[Path]:
+    """The directories of a job's paths that lie beneath the guard's roots."""
+    if guard is None:
+        return []
+    found: list[Path] = []
+    values = list(spec.values())
+    while values:
+        value = values.pop()
+        if isinstance(value, dict):
+            values.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            values.extend(v for v in value if isinstance(v, (str, dict)))
+        elif isinstance(value, str) and os.path.isabs(value) and guard.covers(value):
+            found.append(Path(value).parent)
+    return list(dict.fromkeys(found))
 
 
 def _guarded(prog: str, work: Callable[[Call], CallToolResult], call: Call) -> CallToolResult:
@@ -329,6 +382,51 @@ def _status_lines(doc: dict[str, Any]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the server
+class _Server(MCPServer[Any]):
+    """The SDK's server with argument errors in the CLI's form and a transport that answers
+    every request (``mcp_wire``)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                tool = next((t for t in await self.list_tools() if t.name == name), None)
+                return mcp_wire.argument_error(name, exc.__cause__,
+                                               tool.input_schema if tool else None)
+            if exc.__cause__ is None and name not in {t.name for t in await self.list_tools()}:
+                err = UsageError(f"unknown tool {name!r}", field="name",
+                                 fix="call one of the tools tools/list names")
+                return error_result(err.exit_code, f"[{PROG}] error (exit {err.exit_code}): "
+                                                    f"{err.one_line()}")
+            raise
+
+    async def run_stdio_async(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        low = self._lowlevel_server
+        async with stdio_server() as (read_stream, write_stream):
+            replies = mcp_wire.Replies(write_stream)
+            send, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def relay() -> None:
+                async with send:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            reply = await anyio.to_thread.run_sync(mcp_wire.unreadable_reply,
+                                                                   item)
+                            if reply is not None:
+                                await replies.send(SessionMessage(reply))
+                            continue
+                        await send.send(item)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay)
+                await low.run(inbox, replies, low.create_initialization_options())
+                tg.cancel_scope.cancel()
+
+
 class IslandMCP:
     """The tools over one set of roots, settings and Blender binding."""
 
@@ -340,8 +438,8 @@ class IslandMCP:
         self.job_slots = job_slots
         self._busy: anyio.Lock | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="island-mcp-work")
-        self.server: MCPServer[Any] = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS,
-                                                version="0.1.0")
+        self.server: MCPServer[Any] = _Server(SERVER_NAME, instructions=INSTRUCTIONS,
+                                              version="0.1.0")
         self._register()
 
     # ---------------------------------------------------------------- plumbing
@@ -411,7 +509,9 @@ class IslandMCP:
 
         def job() -> None:
             try:
-                box["result"] = _guarded(prog, work, call)
+                call.guard = atomic.Confined(self.confine.roots)
+                with atomic.confined(call.guard):
+                    box["result"] = _guarded(prog, work, call)
             except BaseException as exc:  # noqa: BLE001 - SystemExit and the like: one line
                 box["result"] = error_result(*failure(prog, exc))
             finally:
@@ -498,7 +598,7 @@ class IslandMCP:
             backup, renders both views, writes geometry.json. Long: progress notifications;
             cancelling leaves the group as it was."""
             def work(call: Call) -> CallToolResult:
-                root = self.confine.group(group_dir)
+                root = call.pin(self.confine.group(group_dir))
                 settings = self._settings(engine, resolution, samples)
                 backend, run_job = self.job_runner(settings)
                 from .iteration import init_iter0 as _init
@@ -521,8 +621,8 @@ class IslandMCP:
             phase and writes nothing. Give the decision as an object (decision) or as the
             JSON text an agent would write to a file (decision_json: parsed strictly, no
             NaN, no duplicate keys). iter defaults to the next iteration."""
-            def work(_: Call) -> CallToolResult:
-                root = self.confine.group(group_dir)
+            def work(call: Call) -> CallToolResult:
+                root = call.pin(self.confine.group(group_dir))
                 group = load_group(root)
                 n = self._next(group, iter)
                 if (decision is None) == (not decision_json):
@@ -556,7 +656,7 @@ class IslandMCP:
             iter defaults to the next iteration. Long: progress; cancelling leaves iter_N
             complete or absent."""
             def work(call: Call) -> CallToolResult:
-                root = self.confine.group(group_dir)
+                root = call.pin(self.confine.group(group_dir))
                 n = self._next(load_group(root), iter)
                 settings = self._settings(engine, resolution, samples)
                 _, run_job = self.job_runner(settings)
@@ -587,20 +687,21 @@ class IslandMCP:
                                      f"{done})", file=str(group.iter_dir(n)), field="iter",
                                      fix=f"ask for one of {done}")
                 d = group.iter_dir(n)
+                wanted = ["render_persp.png", "render_bev_annotated.png", "geometry.json"]
+                wanted += ["transforms.json"] if include_transforms else []
+                files = _read_iteration(atomic.Confined(self.confine.roots), group, n, wanted)
                 images: list[TextContent | ImageContent] = []
                 names = []
-                for name in ("render_persp.png", "render_bev_annotated.png"):
-                    path = d / name
-                    if name == "render_bev_annotated.png" and not path.is_file():
-                        path = d / "render_bev.png"
-                    images += [_text(f"{path.name}:"), ImageContent(
-                        type="image", data=base64.b64encode(_read_bytes(path)).decode("ascii"),
+                for name in wanted[:2]:
+                    real = name if name in files else "render_bev.png"
+                    images += [_text(f"{real}:"), ImageContent(
+                        type="image", data=base64.b64encode(files[real]).decode("ascii"),
                         mime_type="image/png")]
-                    names.append(str(path))
-                geometry_text = _read_bytes(d / "geometry.json").decode("utf-8", "replace")
+                    names.append(str(d / real))
+                geometry_text = files["geometry.json"].decode("utf-8", "replace")
                 texts = [_text(f"geometry.json:\n{geometry_text}")]
                 if include_transforms:
-                    transforms = _read_bytes(d / "transforms.json").decode("utf-8", "replace")
+                    transforms = files["transforms.json"].decode("utf-8", "replace")
                     texts.append(_text(f"transforms.json:\n{transforms}"))
                 try:
                     geometry = loads_strict(geometry_text)
@@ -618,8 +719,8 @@ class IslandMCP:
         async def promote_final(group_dir: str, iter: int | None = None) -> CallToolResult:
             """End a loop driven through these tools (contract steps 4-5): mark the last
             complete iteration final and copy its island.blend to <group>/island.blend."""
-            def work(_: Call) -> CallToolResult:
-                root = self.confine.group(group_dir)
+            def work(call: Call) -> CallToolResult:
+                root = call.pin(self.confine.group(group_dir))
                 n = adapter.promote_final(root, iter)
                 line = (f"[agent] iter_{n} marked final; {REFINER_DIR}/iter_{n}/island.blend "
                         f"-> {root / 'island.blend'}")
@@ -635,7 +736,7 @@ class IslandMCP:
             the contract's stop, final + promotion, the 80-word report. Long: progress per
             iteration; cancelling leaves every iteration complete or absent."""
             def work(call: Call) -> CallToolResult:
-                root = self.confine.group(group_dir)
+                root = call.pin(self.confine.group(group_dir))
                 settings = self._settings(engine, resolution, samples)
                 _, run_job = self.job_runner(settings)
                 report = adapter.run_group(root, "solver", settings, call.job(run_job),
@@ -670,7 +771,7 @@ class IslandMCP:
             def work(call: Call) -> CallToolResult:
                 from .scene.pipeline import RunOptions, run_scene
 
-                scene = self.confine.scene(scene_dir)
+                scene = call.pin(self.confine.scene(scene_dir))
                 settings = self._settings(engine, resolution, samples)
                 _, run_job = self.job_runner(settings)
                 options = RunOptions(policy="solver", max_iter=_max_iter(max_iter),
@@ -754,18 +855,111 @@ def _max_iter(value: int) -> int:
     return value
 
 
-def _read_bytes(path: Path) -> bytes:
-    """A file of an iteration, never through a symlink (the tree check refused escaping
-    ones; this refuses a link planted since)."""
+def _read_iteration(guard: atomic.Confined, group: Group, n: int, names: list[str]
+                    ) -> dict[str, bytes]:
+    """The named files of ``iter_n`` as a client is sent them: the iteration reached from
+    its root without a symlink on the way, each file opened with ``O_NOFOLLOW`` (no link
+    planted since the tree check is followed), a regular file (a FIFO would hang the read),
+    and one with hard links only when every one of its names is in the group's
+    ``simple_refiner/`` (``_names_in_refiner``). ``render_bev_annotated.png`` falls back to
+    ``render_bev.png``."""
+    refiner = guard.open_dir(group.refiner)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        d = group.iter_dir(n)
+        try:
+            iter_fd = os.open(d.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, dir_fd=refiner)
+        except OSError:
+            raise UsageError("cannot be opened as a directory (a symlink?)", file=str(d),
+                             fix="rerun iter_step for this iteration") from None
+        try:
+            out: dict[str, bytes] = {}
+            for name in names:
+                if name == "render_bev_annotated.png" and not _exists(name, iter_fd):
+                    name = "render_bev.png"
+                out[name] = _read_for_client(refiner, iter_fd, d / name)
+            return out
+        finally:
+            os.close(iter_fd)
+    finally:
+        os.close(refiner)
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _read_for_client(refiner: int, dir_fd: int, path: Path) -> bytes:
+    try:
+        fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
     except FileNotFoundError:
         raise UsageError("is missing", file=str(path),
                          fix="rerun iter_step for this iteration") from None
     except OSError as exc:
-        raise UsageError(f"cannot be read ({exc.strerror})", file=str(path)) from None
+        raise UsageError(f"cannot be read ({exc.strerror}; a symlink is never followed)",
+                         file=str(path), fix="rerun iter_step for this iteration") from None
     with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError("is not a regular file", file=str(path),
+                             fix="rerun iter_step for this iteration")
+        if st.st_nlink > 1:
+            inside = _names_in_refiner(refiner, st)
+            again = os.fstat(fd)
+            if inside != st.st_nlink or (again.st_nlink, again.st_ctime_ns) != (
+                    st.st_nlink, st.st_ctime_ns):
+                raise UsageError(
+                    f"has {st.st_nlink} hard links and only {inside} of them in this group's "
+                    f"{REFINER_DIR}/; a file linked from elsewhere is not served",
+                    file=str(path), fix="replace the link with a copy of the file, or rerun "
+                                        "iter_step for this iteration")
         return fh.read()
+
+
+def _names_in_refiner(refiner: int, st: os.stat_result) -> int:
+    """How many names the file ``st`` has in ``simple_refiner/`` and its direct subfolders
+    (iterations, a step's staging directory, an iteration renamed aside).
+
+    The tool hard-links an iteration's files only within one group's ``simple_refiner/``
+    (a quiet step links iter_(N-1)'s renders and island.blend into its staging directory,
+    which becomes iter_N): when every name of a file is found there, none is outside, so a
+    file with more links than that was linked in from elsewhere - perhaps from outside the
+    roots - and is refused. Counting the names of one inode costs a stat per file of the
+    group's iterations; listing an inode's names anywhere else is not possible."""
+    key = (st.st_dev, st.st_ino)
+    count = 0
+
+    def scan(fd: int) -> list[str]:
+        nonlocal count
+        subdirs = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if (est.st_dev, est.st_ino) == key:
+                    count += 1
+                elif stat.S_ISDIR(est.st_mode):
+                    subdirs.append(entry.name)
+        return subdirs
+
+    for name in scan(refiner):
+        try:
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=refiner)
+        except OSError:
+            continue
+        try:
+            scan(sub)
+        finally:
+            os.close(sub)
+    return count
 
 
 def serve(roots: Sequence[str | os.PathLike[str]], settings: Settings, job_runner: JobRunner,

@@ -1,6 +1,6 @@
 """``flock`` as a context manager: the one lock helper of the daemons and the batch markers.
 
-Standard library only (``contextlib``, ``fcntl``, ``os``): the worker may import it, and so
+Standard library only (``contextlib``, ``fcntl``, ``os``, ``sys``): the worker may import it, and so
 may the thin ``iter_step.py`` client (worker/daemon_client.py), which must stay cheap to
 import. Locks are released by the kernel when their process dies.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 
 TYPE_CHECKING = False  # not typing's: a thin client imports this module
 if TYPE_CHECKING:
@@ -22,7 +23,12 @@ def flock(path: str | os.PathLike[str], *, shared: bool = False, blocking: bool 
     yields False instead when ``blocking`` is off and another process holds it."""
     # O_NOFOLLOW: a lock file planted as a symlink (in a shared directory) is refused, never
     # followed to truncate or create something else
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    # A confinement guard (``atomic.confined``, the MCP server's) can only be installed once
+    # atomic is imported: then the lock file is created beneath its root like every write.
+    atomic = sys.modules.get("island_tools.files.atomic")
+    fd = (atomic.open_beneath(path, flags, mode) if atomic is not None
+          and atomic.current_guard() is not None else os.open(path, flags, mode))
     try:
         kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         try:

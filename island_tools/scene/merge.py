@@ -65,9 +65,9 @@ def merge_back(ctx: StageContext, group_ids: list[str] | None = None) -> dict[st
         result = ctx.run_job({"op": "scene_merge", "blend": str(p.scene_blend),
                               "out_blend": str(staged), "poses": targets})
         worst, followers = check_merged(ctx, result, targets, staged)
-        os.replace(staged, p.output_blend)
+        atomic.replace(staged, p.output_blend)
     finally:
-        staged.unlink(missing_ok=True)
+        atomic.remove_file(staged, missing_ok=True)
     before, after = result["before"], result["after"]
     graph_names = set(ctx.graph.object_names) if ctx.graph else set()
     report = {"run_id": ctx.run_id, "groups": groups, "islands": fingerprint,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UsageError
+from ..files import atomic
 
 SCENE_BLEND = "blend/stage3-sub-planned.blend"
 OUTPUT_BLEND = "blend/stage3-scene.blend"
@@ -24,7 +25,7 @@ STATE_LOCK = ".state.lock"
 class ScenePaths:
     def __init__(self, scene_dir: str | os.PathLike[str]) -> None:
         raw = Path(scene_dir)
-        self.root = raw.expanduser().resolve()
+        self.root = atomic.check_resolved(raw, raw.expanduser().resolve())
         if not self.root.is_dir():
             raise UsageError("scene directory does not exist", file=str(raw),
                              fix="pass --scene-dir <dir holding inputs/ and blend/>")

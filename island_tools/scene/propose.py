@@ -443,7 +443,7 @@ def propose_scene(scene_dir: str | os.PathLike[str], run_job: RunJob,
             file=str(paths.relation_graph), field="groups",
             fix="write inputs/relation_graph.json by hand (docs/SCENE_PIPELINE.md)")
     parse_relation_graph(doc, str(paths.relation_graph))
-    paths.relation_graph.parent.mkdir(parents=True, exist_ok=True)
+    atomic.make_dir(paths.relation_graph.parent, parents=True, exist_ok=True)
     atomic.write_json(paths.relation_graph, doc)
     return doc
 

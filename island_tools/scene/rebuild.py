@@ -12,8 +12,6 @@ the same however the groups are split.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -53,8 +51,8 @@ def rebuild_islands(ctx: StageContext) -> None:
         g = graph.group(gid)
         gp = p.group(gid)
         stage = gp.root / ".rebuild.tmp"
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
+        atomic.remove_tree(stage)
+        atomic.make_dir(stage, parents=True)
         world = {n: frames.as_matrix(objects[n]["matrix_world"]) for n in g.objects}
         m_anchor, m_inv = frames.canonical_frame(world[g.anchor], unit_scale)
         planned[gid] = (m_anchor, m_inv, {n: m_inv @ world[n] for n in g.objects},
@@ -119,15 +117,15 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
     meshcache.save(stage / CONTEXT_CACHE, to_frame(world, metadata["context_objects"], m_inv))
     round0 = gp.round(0)
     if round0.exists():
-        shutil.rmtree(round0)
-    round0.mkdir(parents=True)
+        atomic.remove_tree(round0, ignore_errors=False)
+    atomic.make_dir(round0, parents=True)
     atomic.link_or_copy(stage / "island.blend", round0 / "island.blend")
     atomic.copy_file(stage / "metadata.json", round0 / "metadata.json")
     atomic.copy_file(gp.target_spec, round0 / "target_spec.json")
     atomic.write_json(round0 / "poses.json", poses_doc(read_back))
     for name in ("island.blend", "metadata.json", "masked.png", "meshes.npz", CONTEXT_CACHE):
-        os.replace(stage / name, gp.root / name)
-    shutil.rmtree(stage, ignore_errors=True)
+        atomic.replace(stage / name, gp.root / name)
+    atomic.remove_tree(stage)
     write_forward_axes(gp)
     atomic.write_json(round0 / "result.json", {
         "round": 0, "kind": "rebuild", "decision": "baseline",

@@ -7,8 +7,6 @@ reset from ``rounds/round_0`` (its later rounds moved to ``rounds.bak.<UTC>/``) 
 """
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 from collections.abc import Mapping
@@ -126,9 +124,9 @@ def reset_group(ctx: StageContext, gid: str) -> None:
     backup = None
     if leftovers:
         backup = unique_path(gp.root / f"rounds.bak.{stamp()}")
-        backup.mkdir()
+        atomic.make_dir(backup)
         for item in leftovers:
-            os.replace(item, backup / item.name)
+            atomic.replace(item, backup / item.name)
     round0 = gp.round(0)
     atomic.copy_file(round0 / "island.blend", gp.island)
     atomic.copy_file(round0 / "metadata.json", gp.metadata)
@@ -304,8 +302,8 @@ def write_round(ctx: StageContext, gid: str, k: int, record: dict[str, Any], isl
     gp = ctx.paths.group(gid)
     rdir = gp.round(k)
     if rdir.exists():
-        shutil.rmtree(rdir)
-    rdir.mkdir(parents=True)
+        atomic.remove_tree(rdir, ignore_errors=False)
+    atomic.make_dir(rdir, parents=True)
     if island:
         atomic.link_or_copy(gp.island, rdir / "island.blend")
         assert poses is not None

@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 
 from ..errors import EXIT_INTERNAL, IslandError, UsageError
+from ..files import atomic
 from . import batch as batching
 from .batch import BatchRun
 from .context import StageContext
@@ -28,7 +28,7 @@ from .validate import Prepared
 @contextlib.contextmanager
 def scene_lock(ctx: StageContext, shared: bool = False) -> Iterator[None]:
     """Exclusive for a run (and a batch's prepare/finish); shared for batch islands."""
-    fd = os.open(ctx.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = atomic.open_beneath(ctx.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -67,7 +67,7 @@ def session(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ...]
                 ctx.ledger = None
     finally:
         if prep.temp_dir is not None:
-            shutil.rmtree(prep.temp_dir, ignore_errors=True)
+            atomic.remove_tree(prep.temp_dir)
 
 
 def start_run(ctx: StageContext, prep: Prepared, argv: list[str] | tuple[str, ...],
@@ -155,8 +155,8 @@ def rotate_outputs(ctx: StageContext) -> None:
               ctx.paths.output_blend, ctx.paths.metrics):
         if p.exists():
             target = dest / p.relative_to(ctx.paths.root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(p, target)
+            atomic.make_dir(target.parent, parents=True, exist_ok=True)
+            atomic.replace(p, target)
             moved.append(p.name)
     if moved:
         ctx.say(f"--restart: moved {', '.join(moved)} to {dest}")

@@ -448,13 +448,13 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
         return flagged
     t0 = time.perf_counter()
     p = ctx.paths
-    p.json_dir.mkdir(exist_ok=True)
+    atomic.make_dir(p.json_dir, exist_ok=True)
     flagged = [gid for gid, m in prep.measured.items() if m.needs_island]
     for gid in flagged:
         gp = p.group(gid)
         if gp.round_done(0):
             continue  # already rebuilt: its target_spec.json may carry resolutions
-        gp.root.mkdir(parents=True, exist_ok=True)
+        atomic.make_dir(gp.root, parents=True, exist_ok=True)
         atomic.write_json(gp.target_spec, prep.measured[gid].target_spec.to_dict())
     assert prep.temp_dir is not None and prep.scene_objects is not None
     atomic.copy_file(prep.temp_dir / "scene_meshes.npz", p.scene_meshes)
