@@ -428,8 +428,10 @@ def test_without_a_validator_the_build_fails_unless_told_where_or_not_to(
     script = blender_validator()[2]
     blender, git_bin = shutil.which("blender"), shutil.which("git")
     assert blender and git_bin, "Debian's blender 3.4 and git are on PATH in CI"
+    # env given explicitly: an imported bpy 5.2 sets OCIO in the C environment only, and
+    # Blender 3.4 aborts on that 2.5 colour config (os.environ never held it).
     said = subprocess.run([blender, "--version"], capture_output=True, text=True, timeout=120,
-                          check=True).stdout.split()
+                          check=True, env=dict(os.environ)).stdout.split()
     version = said[said.index("Blender") + 1]
     assert tuple(map(int, version.split(".")[:2])) < (4, 2), version
     bin_dir = tmp_path / "bin"   # PATH: only git and that blender
