@@ -365,26 +365,24 @@ def make_dir(path: str | os.PathLike[str], parents: bool = False,
             raise
 
 
-def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """``os.rename(src, dst)``, both ends confined under a guard."""
+def _move(op: Any, src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     src, dst = Path(src), Path(dst)
     with _parent(src) as (sfd, sname), _parent(dst) as (dfd, dname):
         try:
-            os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+            op(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
         except BaseException as exc:
             _named(exc, dst, dfd)
             raise
+
+
+def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """``os.rename(src, dst)``, both ends confined under a guard."""
+    _move(os.rename, src, dst)
 
 
 def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """``os.replace(src, dst)``, both ends confined under a guard."""
-    src, dst = Path(src), Path(dst)
-    with _parent(src) as (sfd, sname), _parent(dst) as (dfd, dname):
-        try:
-            os.replace(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
-        except BaseException as exc:
-            _named(exc, dst, dfd)
-            raise
+    _move(os.replace, src, dst)
 
 
 def remove_tree(path: str | os.PathLike[str], ignore_errors: bool = True) -> None:
