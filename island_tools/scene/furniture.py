@@ -10,6 +10,16 @@ front view is closed (case furniture). :func:`classify` scores every role of
 ``ROLE_RULES`` by soft ranges on these numbers; the best must beat the runner-up by
 ``ROLE_MARGIN`` (unless both lead to the same place in a group) or the role is not settled.
 A name's words add ``NAME_HINT_WEIGHT`` to a role they name: a tie-breaker only.
+
+``CONTEXT_ROLES`` are what a room is made of and what stands about in it, never furniture of
+a group: the room shell whatever its form (``wall``: a wall box, an L-shaped wall piece, or
+ONE mesh for a whole house - a huge footprint whose top view is mostly empty with thin tall
+strips; ``door``; ``window``: thin, off the floor; ``ceiling``: a flat thing high up;
+``flat``: a floor, a rug) and ``prop``: things smaller than any member role (a book, a
+vase, a table lamp, a photo frame), a screen (a TV: a thin panel), a slender tall thing
+without a seat (a floor lamp, a plant). A unit that carries riders (``UnitInput.riders``,
+``scene_units``) is measured with them unless they change its role (a TV on a TV stand):
+then without the props among them.
 """
 from __future__ import annotations
 
@@ -44,8 +54,19 @@ NAME_WORDS: dict[str, tuple[str, ...]] = {
     "chair": ("chair",), "armchair": ("armchair",), "stool": ("stool",),
     "nightstand": ("nightstand", "bedside"), "side_table": ("side",),
     "coffee_table": ("coffee",), "storage": ("wardrobe", "shelf", "cabinet", "dresser"),
-    "wall": ("wall",), "flat": ("floor", "rug", "carpet", "ceiling"),
+    "wall": ("wall",), "flat": ("floor", "rug", "carpet"), "ceiling": ("ceiling",),
+    "door": ("door",), "window": ("window",), "prop": ("lamp", "vase", "book", "frame"),
 }
+# What a room is made of and what stands about in it: context, never a member or an anchor,
+# never a doubt (``island-refine propose``); walls, doors and windows are walls for fronts.
+CONTEXT_ROLES = ("wall", "flat", "door", "window", "ceiling", "prop")
+WALL_LIKE_ROLES = ("wall", "door", "window")
+SHELL_MIN_HEIGHT_M = 1.6     # a wall, a shell, a door rises at least this high
+SHELL_MAX_FILL = 0.35        # ... a shell's top view is mostly empty (its walls are strips)
+HIGH_UP_M = 1.8              # a flat thing whose base is this far above the floor: a ceiling
+OFF_FLOOR_M = 0.3            # a window's base is at least this far above the floor
+PROP_MAX_SIDE_M = 0.26       # smaller than any member role's footprint (a stool's 0.28+)
+PROP_MAX_HEIGHT_M = 0.22     # lower than any member role (a coffee table's 0.28+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +81,10 @@ class UnitInput:
     parent: str | None = None
     collections: tuple[str, ...] = ()
     type: str = "MESH"
+    # objects resting on the unit (``scene_units.attach_riders``): their triangles follow
+    # the unit's first ``own_faces`` (its own and the riders that are part of the piece)
+    riders: tuple[str, ...] = ()
+    own_faces: int | None = None
 
 
 # --------------------------------------------------------------------------- measurement
@@ -90,6 +115,8 @@ class Shape:
     origin: np.ndarray           # the root's world xy (metres): the canonical frame's origin
     local: tuple[np.ndarray, np.ndarray]
     features: dict[str, float] = field(default_factory=dict)
+    fill_share: float = 0.0      # share of the footprint rectangle anything covers from above
+    riders_measured: bool = True  # the riders' triangles are in this measure
 
 
 def _unit_rect(hull: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float, np.ndarray]:
@@ -119,9 +146,23 @@ def _is_round(hull: np.ndarray, length: float, width: float) -> bool:
 
 def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
     """The unit's shape numbers (see the module docstring). GeometryError for a unit
-    without triangles or with non-finite vertices."""
-    v = np.asarray(unit.vertices, dtype=float).reshape(-1, 3)
+    without triangles or with non-finite vertices. A unit with riders is measured with
+    them, unless that changes the role its own triangles have: then without them."""
     f = np.asarray(unit.faces, dtype=np.int64).reshape(-1, 3)
+    own = unit.own_faces
+    whole = _measure(unit, f, unit_scale)
+    if not unit.riders or own is None or not 0 < own < len(f):
+        return whole
+    alone = _measure(unit, f[:own], unit_scale)
+    r_alone, r_whole = classify(alone, unit.name).role, classify(whole, unit.name).role
+    if r_alone is not None and r_alone not in CONTEXT_ROLES and r_alone != r_whole:
+        alone.riders_measured = False
+        return alone
+    return whole
+
+
+def _measure(unit: UnitInput, f: np.ndarray, unit_scale: float) -> Shape:
+    v = np.asarray(unit.vertices, dtype=float).reshape(-1, 3)
     if len(f) == 0 or len(v) == 0:
         raise GeometryError(f"unit '{unit.name}' has no triangles")
     world = np.asarray(unit.world, dtype=float).reshape(4, 4)
@@ -176,7 +217,9 @@ def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
                    top_share,
                    tall_share, tall_offset, knee_share, side_fill, on_long, rot2,
                    world[:2, 3] * float(unit_scale), (v, f))
+    shape.fill_share = float(hit.sum() / cells)
     shape.features = {"length_m": length, "width_m": width, "height_m": height,
+                      "fill_share": shape.fill_share,
                       "surface_m": -1.0 if surface_m is None else surface_m,
                       "surface_share": surface_share, "body_share": body_share,
                       "top_share": top_share,
@@ -209,40 +252,72 @@ def _soft(x: float, lo: float, hi: float, margin: float) -> float:
     return max(0.0, 1.0 - d / margin)
 
 
-def _rule(s: Shape, role: str) -> float:
+def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
     L, W, H = s.length, s.width, s.height
+    up = s.base_z - floor_z
     seat = s.surface_m if s.surface_m is not None else -1.0
     has_back = _soft(s.tall_share, 0.02, 1.0, 0.015)
     no_back = _soft(s.tall_share, 0.0, 0.015, 0.02)
     case = _soft(s.side_fill, 0.6, 1.0, 0.15)
     open_under = _soft(s.side_fill, 0.0, 0.5, 0.15)
     if role == "flat":
-        return _soft(H, 0.0, 0.05, 0.03) * _soft(L, 0.8, 1e9, 0.4)
-    if role == "wall":
-        return (_soft(H, 1.6, 1e9, 0.3) * _soft(W, 0.0, 0.35, 0.1)
-                * _soft(L / max(W, 1e-6), 4.0, 1e9, 1.5))
-    if role == "table":
-        return (_soft(H, 0.62, 0.86, 0.06) * _soft(s.top_share, 0.5, 1.0, 0.15)
-                * _soft(s.knee_share, 0.15, 1.0, 0.15) * _soft(W, 0.55, 1.6, 0.15)
+        return (_soft(H, 0.0, 0.05, 0.03) * _soft(L, 0.8, 1e9, 0.4)
+                * _soft(up, -1e9, 1.0, 0.3))
+    if role == "ceiling":   # a flat thing high up
+        return (_soft(H, 0.0, 0.3, 0.1) * _soft(L, 0.8, 1e9, 0.4)
+                * _soft(up, HIGH_UP_M, 1e9, 0.3))
+    if role == "wall":   # a wall box (long and thin), a shell (mostly empty from above)
+        tall = _soft(H, SHELL_MIN_HEIGHT_M, 1e9, 0.3)
+        thin = (_soft(W, 0.0, 0.35, 0.1) * _soft(L / max(W, 1e-6), 4.0, 1e9, 1.5)
+                * _soft(L, 1.5, 1e9, 0.4))
+        shell = _soft(L, 2.0, 1e9, 0.5) * _soft(s.fill_share, 0.0, SHELL_MAX_FILL, 0.1)
+        huge = _soft(L, 5.0, 1e9, 0.5) * _soft(W, 1.0, 1e9, 0.3)   # no furniture is
+        return tall * max(thin, shell, huge)
+    if role == "door":   # a leaf in its frame on the floor, possibly in a wall's hole
+        return (_soft(H, 1.8, 2.6, 0.15) * _soft(L, 0.6, 1.4, 0.15) * _soft(W, 0.0, 0.35, 0.1)
+                * _soft(up, -1e9, 0.1, 0.1))
+    if role == "window":   # thin, off the floor
+        return (_soft(W, 0.0, 0.35, 0.1) * _soft(L / max(W, 1e-6), 2.0, 1e9, 0.5)
+                * _soft(H, 0.3, 2.4, 0.1) * _soft(L, 0.3, 4.0, 0.2)
+                * _soft(up, OFF_FLOOR_M, 2.0, 0.1))
+    if role == "prop":
+        small = _soft(L, 0.0, PROP_MAX_SIDE_M, 0.04) * _soft(H, 0.0, 1.0, 0.2)
+        low = (_soft(H, 0.0, PROP_MAX_HEIGHT_M, 0.04) * _soft(H, 0.05, 1e9, 0.02)
+               * _soft(L, 0.0, 1.0, 0.2))
+        # a screen: a thin closed panel (a TV on its foot), no top to put anything on
+        screen = (_soft(W, 0.0, 0.3, 0.05) * _soft(L / max(W, 1e-6), 2.5, 1e9, 0.5)
+                  * _soft(H, 0.3, 1.4, 0.1) * _soft(L, 0.4, 2.5, 0.2)
+                  * _soft(s.top_share, 0.0, 0.3, 0.1) * _soft(s.side_fill, 0.6, 1.0, 0.1))
+        # a slender tall thing with no seat or top band (a floor lamp, a plant, a stand)
+        slender = (_soft(H, 1.0, 2.2, 0.1) * _soft(L, 0.0, 0.45, 0.08)
+                   * _soft(s.surface_share, 0.0, 0.05, 0.05) * _soft(s.top_share, 0.0, 0.3, 0.1)
+                   * _soft(s.side_fill, 0.0, 0.5, 0.1))
+        return max(small, low, screen, slender)
+    if role == "table":   # dining height up to a bar / high table's
+        return (_soft(H, 0.62, 1.1, 0.06) * _soft(s.top_share, 0.5, 1.0, 0.15)
+                * _soft(s.knee_share, 0.15, 1.0, 0.15)
+                * _soft(W, 0.48 if s.round else 0.55, 1.6, 0.15)
                 * _soft(L, 0.55, 3.6, 0.2) * _soft(s.side_fill, 0.0, 0.6, 0.1))
     if role == "desk":   # a table-height top over pedestals or a modesty panel
         return (0.0 if s.round else 1.0) * (
             _soft(H, 0.65, 0.86, 0.05) * _soft(s.top_share, 0.5, 1.0, 0.15)
             * _soft(s.knee_share, 0.1, 1.0, 0.1) * _soft(W, 0.4, 0.95, 0.1)
             * _soft(L, 0.8, 2.2, 0.15) * _soft(s.side_fill, 0.55, 1.0, 0.1))
-    if role == "coffee_table":
+    if role == "coffee_table":   # an open top, low (a round one from 0.48 m across)
         return (_soft(H, 0.28, 0.55, 0.06) * _soft(s.top_share, 0.45, 1.0, 0.15)
-                * _soft(L, 0.6, 1.8, 0.2) * _soft(W, 0.4, 1.2, 0.1)
+                * _soft(L, 0.48 if s.round else 0.6, 1.8, 0.2) * _soft(W, 0.4, 1.2, 0.1)
                 * _soft(L / max(W, 1e-6), 1.0, 2.6, 0.5) * max(open_under, 0.6 * (1 - case)))
-    if role == "tv_stand":
+    if role == "tv_stand":   # long and closed (a case); an open low top is a coffee table
         return (_soft(H, 0.3, 0.66, 0.05) * _soft(L, 0.9, 3.0, 0.2) * _soft(W, 0.2, 0.65, 0.1)
                 * _soft(L / max(W, 1e-6), 2.0, 12.0, 0.5) * _soft(s.top_share, 0.4, 1.0, 0.15)
-                * max(case, 0.7 * _soft(s.knee_share, 0.0, 0.3, 0.2)))
+                * max(case, 0.7 * _soft(s.knee_share, 0.0, 0.3, 0.2)
+                      * _soft(s.side_fill, 0.3, 1.0, 0.1)))
     if role == "nightstand":
         return (_soft(H, 0.35, 0.85, 0.08) * _soft(L, 0.25, 0.75, 0.1)
                 * _soft(s.top_share, 0.45, 1.0, 0.15) * case)
     if role == "side_table":
-        return (_soft(H, 0.35, 0.68, 0.05) * _soft(L, 0.42, 0.65, 0.06)
+        return (_soft(H, 0.35, 0.68, 0.05)
+                * _soft(L, 0.42, 0.47 if s.round else 0.65, 0.06)
                 * _soft(s.top_share, 0.45, 1.0, 0.15) * open_under)
     if role == "storage":
         return (_soft(H, 0.9, 2.6, 0.1) * _soft(s.top_share, 0.4, 1.0, 0.15) * case
@@ -256,11 +331,12 @@ def _rule(s: Shape, role: str) -> float:
                 * _soft(seat, 0.25, 0.82, 0.06)
                 * max(_soft(s.surface_share, 0.5, 1.0, 0.12), _soft(s.body_share, 0.75, 1.0, 0.1))
                 * _soft(H, 0.3, 1.7, 0.2))
-    if role == "sofa":   # a back along the long side (a chaise's may stand at its end)
+    if role == "sofa":   # a back along the long side (a chaise's may stand at its end; an
+        # L-shaped sectional's two backs stand along two sides: a deep, wide footprint)
         return ((0.6 if elongated and not s.back_on_long_side else 1.0)
                 * _soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.15, 0.75, 0.1)
                 * _soft(s.tall_share, 0.14, 1.0, 0.06)   # a back and arms, not a headboard
-                * _soft(L, 1.25, 3.6, 0.2) * _soft(W, 0.55, 2.2, 0.15)
+                * _soft(L, 1.25, 4.2, 0.2) * _soft(W, 0.55, 3.2, 0.15)
                 * _soft(H, 0.55, 1.25, 0.15))
     if role == "armchair":
         return (_soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.1, 1.0, 0.08)
@@ -270,14 +346,15 @@ def _rule(s: Shape, role: str) -> float:
         return (_soft(seat, 0.36, 0.62, 0.06) * _soft(s.surface_share, 0.08, 1.0, 0.06)
                 * has_back * _soft(L, 0.3, 0.72, 0.08) * _soft(W, 0.3, 0.7, 0.08)
                 * _soft(H, 0.65, 1.4, 0.1))
-    if role == "stool":
-        return (_soft(H, 0.4, 0.9, 0.08) * _soft(L, 0.25, 0.5, 0.06) * no_back
+    if role == "stool":   # a 0.48 m top or larger is a small table's
+        return (_soft(H, 0.4, 0.9, 0.08) * _soft(L, 0.28, 0.46, 0.04) * no_back
                 * _soft(s.top_share, 0.1, 1.0, 0.08) * open_under)
     raise KeyError(role)
 
 
-ROLE_RULES = ("flat", "wall", "table", "desk", "coffee_table", "tv_stand", "nightstand",
-              "side_table", "storage", "bed", "sofa", "armchair", "chair", "stool")
+ROLE_RULES = ("flat", "ceiling", "wall", "door", "window", "prop", "table", "desk",
+              "coffee_table", "tv_stand", "nightstand", "side_table", "storage", "bed", "sofa",
+              "armchair", "chair", "stool")
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -298,9 +375,11 @@ class Role:
     hinted: bool
 
 
-def classify(s: Shape, name: str = "") -> Role:
+def classify(s: Shape, name: str = "", floor_z: float = 0.0) -> Role:
+    """The role ``s`` plays (``floor_z``: the room's floor, world metres: a window stands
+    off it, a ceiling high above it)."""
     hints = name_hints(name)
-    scores = {r: _rule(s, r) for r in ROLE_RULES}
+    scores = {r: _rule(s, r, floor_z) for r in ROLE_RULES}
     for r in hints & set(scores):
         if scores[r] > 0:
             scores[r] = min(1.0, scores[r] + NAME_HINT_WEIGHT)
@@ -311,6 +390,8 @@ def classify(s: Shape, name: str = "") -> Role:
     # roles that lead to the same place in a group do not need telling apart
     interchangeable = {frozenset(("nightstand", "side_table")), frozenset(("chair", "armchair")),
                        frozenset(("armchair", "sofa")), frozenset(("table", "desk"))}
+    interchangeable |= {frozenset((a, b)) for a in CONTEXT_ROLES for b in CONTEXT_ROLES
+                        if a != b}   # context either way
     settled = score - s2 >= ROLE_MARGIN or frozenset((best, second)) in interchangeable
     return Role(best, score, (second, s2), settled, best in hints)
 
@@ -328,4 +409,6 @@ def role_evidence(s: Shape, role: str) -> str:
         return f"bed: {s.length:.2f}x{s.width:.2f} m, {surf}, headboard to {s.height:.2f} m"
     if role in ("nightstand", "tv_stand", "storage"):
         return f"{role}: {dims}, front view {s.side_fill:.0%} closed"
+    if role == "wall" and s.fill_share <= SHELL_MAX_FILL and s.width > 0.35:
+        return f"wall: {dims}, {s.fill_share:.0%} of it covered from above (a shell)"
     return f"{role}: {dims}" + (f", {surf}" if surf else "")

@@ -37,7 +37,16 @@ from ..files.jsonio import read_object
 from ..iteration import RunJob, sha256_file
 from ..measure.geometry import convex_signed_distance
 from .errors import RelationGraphError
-from .furniture import Role, Shape, UnitInput, classify, measure_unit, role_evidence
+from .furniture import (
+    CONTEXT_ROLES,
+    WALL_LIKE_ROLES,
+    Role,
+    Shape,
+    UnitInput,
+    classify,
+    measure_unit,
+    role_evidence,
+)
 from .members import (
     BED_SIDE_GAP_M,
     TABLE_REACH_M,
@@ -66,7 +75,6 @@ DEFAULT_CLEARANCE_M = {"table": 0.10, "long_table": 0.10, "round_table": 0.10,
 TV_CLEARANCE_RANGE_M = (1.2, 3.0)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
-CONTEXT_ROLES = ("wall", "flat")
 
 
 # --------------------------------------------------------------------------- proposing
@@ -246,12 +254,14 @@ def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
     floor_z = min((s.base_z for s in shapes.values() if s.height > 0.05), default=0.0)
     unsettled: list[Shape] = []   # furniture-sized units no role fits
     for name, s in shapes.items():
-        role = classify(s, name)
+        role = classify(s, name, floor_z)
         if role.role in CONTEXT_ROLES:
-            if role.role == "wall":
+            if role.role in WALL_LIKE_ROLES:
                 walls.append(s)
+            what = ("a prop, smaller than any member role or a screen" if role.role == "prop"
+                    else "room shell")
             unassigned.append({"name": name, "role": role.role,
-                               "reason": f"room shell ({role_evidence(s, role.role)}): "
+                               "reason": f"{what} ({role_evidence(s, role.role)}): "
                                          "context, not furniture"})
             continue
         if s.base_z - floor_z > FLOOR_TOL_M:

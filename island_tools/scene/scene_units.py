@@ -11,6 +11,7 @@ from ..errors import refusal_line
 from ..iteration import RunJob
 from ..measure import meshcache
 from ..measure.geometry import convex_hull_2d, convex_signed_distance, polygon_area
+from ..measure.riders import find_riders
 from .furniture import UnitInput
 
 # --------------------------------------------------------------------------- the scene
@@ -140,7 +141,64 @@ def units_of(objects: Mapping[str, Mapping[str, Any]], unit_scale: float, measur
         units[name] = UnitInput(name, np.asarray(o["matrix_world"], dtype=float), v, f,
                                 o.get("parent"), tuple(o.get("collections") or ()),
                                 str(o.get("type")))
-    return units, left_out
+    return attach_riders(units, unit_scale, left_out)
+
+
+PART_OF_PIECE_SHARE = 0.5    # a rider covering this share of its unit's plan is part of it
+
+
+def attach_riders(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
+                  left_out: list[dict[str, Any]] | None = None
+                  ) -> tuple[dict[str, UnitInput], list[dict[str, Any]]]:
+    """(units, left out) with every rider (``island_tools.measure.riders``: an object
+    resting on a unit - a frame on a nightstand, a TV on its stand) merged into the unit it
+    rests on: its triangles carried into the unit's root frame and appended (a rider
+    covering ``PART_OF_PIECE_SHARE`` of the unit's plan - a mattress on its frame - before
+    the small ones: ``UnitInput.own_faces`` counts the unit's own and those), its name in
+    ``UnitInput.riders``, and listed as left out: role ``prop``, "rides on '<unit>'"."""
+    out = dict(units)
+    left = list(left_out or [])
+    bodies = {}
+    for name, u in units.items():
+        m = np.asarray(u.world, dtype=float).reshape(4, 4)
+        v = np.asarray(u.vertices, dtype=float).reshape(-1, 3)
+        bodies[name] = ((v @ m[:3, :3].T + m[:3, 3]) * unit_scale,
+                        np.asarray(u.faces, dtype=np.int64).reshape(-1, 3))
+    riders = find_riders(bodies)
+    by_unit: dict[str, list[str]] = {}
+    for r, c in sorted(riders.items()):
+        by_unit.setdefault(c, []).append(r)
+
+    def area(name: str) -> float:
+        v, f = bodies[name]
+        hull = convex_hull_2d(v[np.unique(f), :2])
+        return polygon_area(hull) if len(hull) >= 3 else 0.0
+
+    for c, names in sorted(by_unit.items()):
+        u = units[c]
+        to_local = np.linalg.inv(np.asarray(u.world, dtype=float).reshape(4, 4))
+        big = [r for r in names if area(r) >= PART_OF_PIECE_SHARE * area(c)]
+        small = [r for r in names if r not in big]
+        verts = [np.asarray(u.vertices, dtype=float).reshape(-1, 3)]
+        faces = [np.asarray(u.faces, dtype=np.int64).reshape(-1, 3)]
+        count = len(verts[0])
+        own = len(faces[0])
+        for r in [*big, *small]:
+            ru = units[r]
+            m = to_local @ np.asarray(ru.world, dtype=float).reshape(4, 4)
+            v = np.asarray(ru.vertices, dtype=float).reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+            verts.append(v)
+            faces.append(np.asarray(ru.faces, dtype=np.int64).reshape(-1, 3) + count)
+            count += len(v)
+            if r in big:
+                own += len(faces[-1])
+        out[c] = UnitInput(u.name, u.world, np.concatenate(verts), np.concatenate(faces),
+                           u.parent, u.collections, u.type, tuple([*big, *small]), own)
+    for r, c in sorted(riders.items()):
+        out.pop(r, None)
+        left.append({"name": r, "role": "prop",
+                     "reason": f"rides on '{c}': part of that unit, it moves with it"})
+    return out, left
 
 
 def read_scene_units(blend: str, run_job: RunJob, work_dir: str
