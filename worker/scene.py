@@ -15,7 +15,9 @@ Jobs (dispatched by ``worker.jobs.run_job``; plain JSON in and out, meshes throu
     "fix"}]`` (``worker.units``: why a unit cannot be refined; then nothing is exported),
     ``"units": {root: {"objects", "parts", "triangles", "root_type"}}``, ``"meshes"`` (counts
     of the exported unit meshes), ``"unit_scale"`` (the scene's metres per Blender unit),
-    versions, autoexec_fail}``.
+    versions, autoexec_fail}``. With ``"context": {"groups", "reach_m", "above_m", "export"}``
+    also ``"context_owners"`` per group and ``"riders"`` ({object: the unit root it rests
+    on}, ``island_tools.measure.riders``; never context of its own unit's group).
 
     With ``"measure_only": true`` every named unit with triangles is evaluated and exported
     and the refusals are only reported (``meshes.measured_units``: ``island-refine
@@ -24,8 +26,8 @@ Jobs (dispatched by ``worker.jobs.run_job``; plain JSON in and out, meshes throu
 
 ``scene_rebuild``
     ``{"blend", "groups": [{"id", "anchor_id", "members" (anchor included), "m_inv" 4x4,
-    "out_blend", "masked_png" | null, "export_meshes": npz | null}], "masked": {"resolution",
-    "context": [names]}}``.
+    "out_blend", "masked_png" | null, "export_meshes": npz | null, "context_objects": [names],
+    "riders": {rider: unit root}}], "masked": {"resolution", "context": [names]}}``.
     Per group (``members`` are unit roots): open the scene, record the roots' world matrices,
     clear the roots' parents, set each root's ``matrix_world = m_inv @ world`` (the rest of
     each unit follows its root), delete every object outside the units and what they
@@ -89,8 +91,10 @@ from .units import (
     owner_boxes,
     proxy_mesh,
     render_arrays,
+    rider_candidates,
     unit_geometry,
     unit_objects,
+    unit_riders,
 )
 
 OPS = ("scene_read", "scene_rebuild", "scene_merge", "scene_build")
@@ -196,15 +200,16 @@ def scene_read(job: Mapping) -> dict:
     for root, objs in members.items():
         units.setdefault(root, {})["objects"] = [o.name for o in objs]
     context = job.get("context") or {}
-    owners = None
+    owners, riders = None, None
     if context.get("export") and not found and not measure_only:
         to_units = 1.0 / scene_unit_scale()   # the job's distances are in metres
-        owners = read_context(context.get("groups") or {}, roots,
-                              float(context.get("reach_m") or 0.0) * to_units,
-                              float(context.get("above_m") or 0.0) * to_units,
-                              str(context["export"]))
+        owners, riders = read_context(context.get("groups") or {}, roots,
+                                      float(context.get("reach_m") or 0.0) * to_units,
+                                      float(context.get("above_m") or 0.0) * to_units,
+                                      str(context["export"]))
     return {"op": "scene_read", "blend": blend, "objects": objects, "missing": missing,
             "meshes": meshes, "units": units, "refusals": found, "context_owners": owners,
+            "riders": riders,
             "unit_scale": scene_unit_scale(), "scene": bpy.context.scene.name,
             "view_layer": layer.name if layer is not None else None, **_version_info(info),
             "timings_s": {"total": round(time.perf_counter() - t0, 4)}}
@@ -449,6 +454,9 @@ def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
     their constraints and animation cleared so they stay where they are; they are never
     moved, and what measures them is the geometry validation took in the scene
     (``context.npz``), not the island's copy.
+    Riders of the group's units (``riders``: {rider: unit root}, found at validation by
+    ``scene_read``) come along placed the same way and are parented to their unit's root
+    (keeping their pose): in the island they are part of that unit and move with it.
     The island's scene is in metres (``unit_scale`` 1): ``m_inv`` carries the scene's unit
     scale."""
     open_blend(blend)
@@ -462,10 +470,15 @@ def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
     shown = [n for n in group.get("context_objects") or []
              if objs.get(n) is not None and objs[n].library is None]
     present = [n for n in all_roots if objs.get(n) is not None]
-    all_units = unit_objects([*present, *roots, *shown])
+    riders = {r: c for r, c in sorted((group.get("riders") or {}).items())
+              if objs.get(r) is not None and objs[r].library is None and c in roots
+              and r not in roots and r not in shown}
+    all_units = unit_objects([*present, *roots, *shown, *riders])
     units = {r: [o.name for o in all_units[r]] for r in roots}
+    for r, c in riders.items():
+        units[c] += [o.name for o in all_units[r]]
     unit_parts = {n for members in units.values() for n in members}
-    placed = [*roots, *shown]
+    placed = [*roots, *shown, *riders]
     placed_parts = {o.name for r in placed for o in all_units[r]}
     keep = set(placed_parts)
     collections = instanced_collections([objs[n] for n in keep])
@@ -481,6 +494,13 @@ def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
         objs[n].parent = None
     for n in placed:
         objs[n].matrix_world = m_inv @ world[n]
+    if riders:
+        _refresh()
+        for r, c in riders.items():   # parented keeping its pose: it follows its unit
+            objs[r].parent = objs[c]
+            objs[r].matrix_parent_inverse = objs[c].matrix_world.inverted()
+            objs[r].constraints.clear()
+            objs[r].animation_data_clear()
     for o in [o for o in objs if o.name not in keep]:
         objs.remove(o, do_unlink=True)
     _exclude_instance_sources(collections, placed_parts)
@@ -497,7 +517,7 @@ def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
     if group.get("export_meshes"):
         meshes = export_meshes(roots, os.path.abspath(group["export_meshes"]))
     return {"out_blend": out, "poses": read_poses(roots), "objects": names,
-            "units": units, "context_objects": shown,
+            "units": units, "context_objects": shown, "riders": riders,
             "materials": {o.name: [s.material.name for s in o.material_slots if s.material]
                           for o in bpy.data.objects if o.name in unit_parts
                           and hasattr(o, "material_slots")},
@@ -505,15 +525,26 @@ def _cut_island(blend: str, group: Mapping, all_roots: Sequence[str]) -> dict:
 
 
 def read_context(groups: Mapping[str, Sequence[str]], all_roots: Sequence[str], reach: float,
-                 above: float, out_npz: str) -> dict[str, list[str]]:
-    """Per group, the owners of the open scene near it (``units.context_owners``: walls,
-    other groups' units, bystanders), and their evaluated triangles in WORLD coordinates
-    into ``out_npz`` (mesh-cache format), taken once in the scene as it is."""
+                 above: float, out_npz: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """(per group, the owners of the open scene near it (``units.context_owners``: walls,
+    other groups' units, bystanders), the riders of the units ``{rider: unit root}``
+    (``units.unit_riders``)); the owners' evaluated triangles in WORLD coordinates go into
+    ``out_npz`` (mesh-cache format), taken once in the scene as it is. A rider is never
+    context of its own unit's group: it moves with its unit."""
     present = [n for n in dict.fromkeys(all_roots) if bpy.data.objects.get(n) is not None]
     boxes = owner_boxes(present)
+    scale = scene_unit_scale()
+    candidates = rider_candidates(present, scale)
     owners = {gid: context_owners(roots, boxes, reach, above) for gid, roots in groups.items()}
     union = sorted({n for names in owners.values() for n in names})
-    geometry = unit_geometry([*present, *union]) if union else {}
+    wanted = sorted({*union, *candidates} - set(present))
+    geometry = unit_geometry([*present, *wanted]) if wanted else {}
+    riders = unit_riders(present, candidates, geometry, scale) if candidates else {}
+    carried = {o.name: riders[r] for r, objs in unit_objects(list(riders)).items()
+               for o in objs}   # a rider's parts are owners of their own in ``boxes``
+    for gid, roots in groups.items():
+        mine = set(roots)
+        owners[gid] = [n for n in owners[gid] if carried.get(n) not in mine]
     world = {}
     for name in union:
         g = geometry.get(name)
@@ -524,7 +555,8 @@ def read_context(groups: Mapping[str, Sequence[str]], all_roots: Sequence[str], 
     meshcache.save(out_npz, world, {}, {n: {"frame": "world", "role": "context",
                                            "triangles": int(len(t))}
                                        for n, (_, t) in world.items()})
-    return {gid: [n for n in names if n in world] for gid, names in owners.items()}
+    return ({gid: [n for n in names if n in world] for gid, names in owners.items()},
+            dict(sorted(riders.items())))
 
 
 def scene_rebuild(job: Mapping) -> dict:

@@ -499,6 +499,65 @@ def context_owners(group_roots: Sequence[str], boxes: Mapping[str, tuple[np.ndar
     return sorted(out)
 
 
+# --------------------------------------------------------------------------- riders
+RIDER_REACH_M = 0.5          # a rider's base within this over its unit's top (a book pile)
+
+
+def rider_candidates(all_roots: Sequence[str], unit_scale: float) -> list[str]:
+    """Top-level objects of the view layer outside the units of ``all_roots`` (and not
+    holding one) whose box lies over a unit's (``island_tools.measure.riders``' footprint
+    tolerance) with its base above the unit's base and at most ``RIDER_REACH_M`` over its
+    top: the objects that may rest on a unit. Cheap: evaluated bounds only."""
+    from island_tools.measure.riders import FOOTPRINT_TOL_M, OFF_FLOOR_M
+
+    layer = bpy.context.view_layer
+    in_layer = {o.name for o in layer.objects}
+    units = unit_objects(all_roots)
+    parts = {o.name for objs in units.values() for o in objs}
+    holders = {a.name for r in units for a in ancestors(bpy.data.objects[r])}
+    tops = [o.name for o in layer.objects if (o.parent is None or o.parent.name not in
+                                               in_layer)
+            and o.name not in parts and o.name not in holders]
+    if not tops or not units:
+        return []
+    boxes = owner_boxes([*units, *tops])
+    tol = FOOTPRINT_TOL_M / unit_scale
+    out = []
+    for name in tops:
+        if name not in boxes:
+            continue
+        lo, hi = boxes[name]
+        for root in units:
+            if root not in boxes:
+                continue
+            clo, chi = boxes[root]
+            if (np.all(lo[:2] >= clo[:2] - tol) and np.all(hi[:2] <= chi[:2] + tol)
+                    and lo[2] >= clo[2] + OFF_FLOOR_M / unit_scale
+                    and lo[2] <= chi[2] + RIDER_REACH_M / unit_scale):
+                out.append(name)
+                break
+    return sorted(out)
+
+
+def unit_riders(all_roots: Sequence[str], candidates: Sequence[str],
+                geometry: Mapping[str, UnitGeometry], unit_scale: float) -> dict[str, str]:
+    """``{rider: unit root}`` (``island_tools.measure.riders.find_riders``, the one rule
+    ``propose`` uses too) of ``candidates`` on the units of ``all_roots``; ``geometry``
+    holds both (``unit_geometry``). The units named never ride."""
+    from island_tools.measure.riders import find_riders
+
+    objs = bpy.data.objects
+    bodies = {}
+    for name in [*all_roots, *candidates]:
+        g = geometry.get(name)
+        if g is None or not len(g.triangles):
+            continue
+        m = _np(objs[name].matrix_world)
+        bodies[name] = ((g.vertices @ m[:3, :3].T + m[:3, 3]) * unit_scale, g.triangles)
+    roots = set(all_roots)
+    return {r: c for r, c in find_riders(bodies, fixed=roots).items() if c in roots}
+
+
 # --------------------------------------------------------------------------- proxies
 RENDER_MAX_TRIANGLES = 2_500   # per unit, drawn; measurement always uses the full mesh
 

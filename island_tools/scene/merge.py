@@ -1,4 +1,6 @@
-"""Stage 5, merge_back: every completed group's roots written back into the scene.
+"""Stage 5, merge_back: every completed group's roots written back into the scene, and the
+riders of a moved root (``scene_objects.json::riders``: a frame on a nightstand) with it,
+keeping their pose relative to it.
 
 Gate: ``json/merge_back.json`` names the islands merged (by hash) and the output's hash. The
 merged scene is staged beside ``blend/stage3-scene.blend`` and moved over it only after its
@@ -56,6 +58,9 @@ def merge_back(ctx: StageContext, group_ids: list[str] | None = None) -> dict[st
             targets[name] = frames.to_list(
                 frames.world_from_canonical(metadata.m_anchor, canonical))
             owner[name] = gid
+    for name, (pose, root) in rider_targets(ctx, targets).items():
+        targets[name] = pose
+        owner[name] = owner[root]
     ctx.say(f"merge_back: {len(targets)} member(s) of {len(groups)} group(s) -> "
             f"{p.output_blend.relative_to(p.root)}")
     # Written beside the output and moved over it only after the read-back checks: a
@@ -84,6 +89,25 @@ def merge_back(ctx: StageContext, group_ids: list[str] | None = None) -> dict[st
     state.stage_finished("merge_back", 0.0)
     state.trace("merge_back")
     return report
+
+
+def rider_targets(ctx: StageContext, targets: Mapping[str, Any]
+                  ) -> dict[str, tuple[list[list[float]], str]]:
+    """{rider: (world pose, its root)} of the riders of the moved roots: ``new_root @
+    old_root^-1 @ rider`` (the input scene's matrices, scene units), so each keeps its pose
+    on its unit."""
+    doc = read_object(ctx.paths.scene_objects, UsageError, "scene_objects.json",
+                      "rerun validate")
+    riders, objects = dict(doc.get("riders") or {}), doc.get("objects") or {}
+    out = {}
+    for rider, root in sorted(riders.items()):
+        if root not in targets or rider in targets or rider not in objects:
+            continue
+        old_root = frames.as_matrix(objects[root]["matrix_world"])
+        old = frames.as_matrix(objects[rider]["matrix_world"])
+        new_root = np.asarray(targets[root], dtype=float)
+        out[rider] = (frames.to_list(new_root @ np.linalg.inv(old_root) @ old), root)
+    return out
 
 
 def check_merged(ctx: StageContext, result: Mapping[str, Any], targets: Mapping[str, Any],

@@ -46,6 +46,7 @@ def rebuild_islands(ctx: StageContext) -> None:
     objects = scene_doc["objects"]
     unit_scale = float(scene_doc.get("unit_scale") or 1.0)
     owners = scene_doc.get("context_owners") or {}
+    riders = scene_doc.get("riders") or {}
     jobs, planned = [], {}
     for gid in todo:
         g = graph.group(gid)
@@ -61,7 +62,8 @@ def rebuild_islands(ctx: StageContext) -> None:
                      "m_inv": frames.to_list(m_inv), "out_blend": str(stage / "island.blend"),
                      "masked_png": str(stage / "masked.png"),
                      "export_meshes": str(stage / "meshes.npz"),
-                     "context_objects": list(owners.get(gid, []))})
+                     "context_objects": list(owners.get(gid, [])),
+                     "riders": {r: c for r, c in riders.items() if c in g.objects}})
     ctx.say(f"rebuild_islands: {', '.join(todo)}")
     chunks = _chunks(jobs, ctx.group_workers(len(jobs)))
     built: dict[str, Any] = {}
@@ -106,6 +108,7 @@ def commit_island(ctx: StageContext, g: GroupSpec, planned: tuple, built: Mappin
                 "unit_scale": unit_scale,
                 "units": built.get("units") or {},
                 "context_objects": list(built.get("context_objects") or []),
+                "riders": dict(built.get("riders") or {}),
                 "group_id": g.id, "source_scene": str(ctx.paths.scene_blend),
                 "source_scene_sha256": ctx.input_sha_before}
     if g.relation_label:

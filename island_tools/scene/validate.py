@@ -431,6 +431,7 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
                           "view_layer": result.get("view_layer"),
                           "units": result.get("units") or {},
                           "context_owners": owners,
+                          "riders": result.get("riders") or {},
                           "objects": objects}
     prep.validate_seconds = time.perf_counter() - t0
 
