@@ -49,8 +49,7 @@ def _room() -> rooms.Room:
 
 
 def _run_job(job: dict) -> dict:
-    from worker.launch import resolve_blender
-    from worker.launch import run_job
+    from worker.launch import resolve_blender, run_job
 
     return run_job(job, resolve_blender("bpy", None))
 
