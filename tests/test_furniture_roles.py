@@ -296,3 +296,50 @@ def test_a_swivel_chair_front_comes_from_its_seat_and_back_or_none(seed: int) ->
         r = detect_forward_axis(par._yawed(v, yaw), f)
         err = _err(r.axis_local, yaw)
         assert err is None or err <= 5.0, (star, yaw, r.status, err, r.confidence)
+
+
+# --------------------------------------------------------------------------- in the island
+def _house_case(dy: float):
+    """A long table's end chair pushed through the west wall of a whole-house mesh (one
+    mesh, door and window holes): the wall's inner face 0.2 m from the table's end, the
+    chair squeezed to straddle it; ``dy`` shifts the house along the wall (0: the chair
+    stands in the wall's door hole)."""
+    from fixtures import specs
+    from island_tools.measure.forward_axis import forward_axes_document
+
+    arr = specs.arrange("long_table_5", "turned_90")
+    target = arr.target_spec()
+    props = specs.member_props("long_table_5")
+    axes = forward_axes_document(arr.meshes, arr.anchor, {
+        n: p["forward_axis"] for n, p in props.items() if "forward_axis" in p})
+    table = frames.transform_points(arr.canonical[arr.anchor], arr.meshes[arr.anchor][0])
+    face = float(table[:, 0].min()) - 0.2
+    v, f = par.house_shell()
+    # the west wall's inner face (x = -9.3 in the shell's frame) at ``face``
+    house = (v + np.array([face + 9.3, dy, 0.0]), f)
+    poses = dict(arr.canonical)
+    c = poses["chair_5"]
+    poses["chair_5"] = frames.translation([face + 0.05 - c[0, 3], -c[1, 3], 0.0]) @ c
+    return arr, target, axes, {"house": house}, poses
+
+
+def test_a_member_pushed_through_a_whole_house_wall_fails_the_review() -> None:
+    """The island's obstacles are the shell's triangles, not its hull: the whole house (its
+    19 x 11 m box holds the group) is a wall where it has one."""
+    from island_tools.measure.geometry import GeometryContext
+    from island_tools.scene import verify
+
+    arr, target, axes, context, poses = _house_case(dy=3.0)
+    geometry = GeometryContext(arr.meshes, arr.anchor, axes, context).compute(poses, target, 0)
+    chair = geometry["members"]["chair_5"]
+    assert chair["obstacle_penetrations"]["house"] > 0.05
+    # the others stand inside the house, clear of its walls
+    assert [m for m, g in geometry["members"].items()
+            if g.get("obstacle_penetrations")] == ["chair_5"]
+    review = verify.review_group("g", geometry, target, axes, arr.members)
+    item = {i["id"]: i for i in review["review_results"]}["object_chair_5"]
+    assert item["verdict"] == "fail" and "house" in item["reason"]
+    # in the wall's door hole the same chair penetrates nothing: a hole is a hole
+    arr, target, axes, context, poses = _house_case(dy=0.0)
+    geometry = GeometryContext(arr.meshes, arr.anchor, axes, context).compute(poses, target, 0)
+    assert not geometry["members"]["chair_5"].get("obstacle_penetrations")
