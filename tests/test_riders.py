@@ -26,12 +26,12 @@ def _furniture(key: str, category: str, mesh, front=FRONT) -> rooms.Furniture:
                            front, 1.0)
 
 
-def _room() -> rooms.Room:
+def _room(room_parent: bool = False) -> rooms.Room:
     bed_p, stand_p = par.generate("bed", 3), par.generate("nightstand", 3)
     bed = _furniture("bed", "bed", (bed_p.vertices, bed_p.faces))
     stand = _furniture("nightstand", "nightstand", (stand_p.vertices, stand_p.faces))
     frame = _furniture("frame", "frame", par.photo_frame(), None)
-    room = rooms.Room((8.0, 8.0))
+    room = rooms.Room((8.0, 8.0), room_parent=room_parent)
     bed_depth, bed_width = bed.extents()
     s_depth, s_width = stand.extents()
     bed_y = 4.0 - bed_depth / 2 - 0.03
@@ -95,11 +95,13 @@ def _check(scene: Path, room: rooms.Room, before: dict[str, np.ndarray]) -> None
     assert "Object_3" in merged["assigned"]
 
 
-@pytest.fixture(scope="module")
-def bedroom(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, rooms.Room]:
+@pytest.fixture(scope="module", params=[False, True], ids=["flat", "under_a_root_empty"])
+def bedroom(request, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, rooms.Room]:
+    """The bedroom as a .blend; ``under_a_root_empty``: every top-level object under one
+    Empty (a scene root, as importers write it)."""
     from worker.launch import resolve_blender
 
-    room = _room()
+    room = _room(request.param)
     out = tmp_path_factory.mktemp("riders") / "bedroom"
     return rooms.build_room(room, out, resolve_blender("bpy", None)), room
 

@@ -504,7 +504,7 @@ RIDER_REACH_M = 0.5          # a rider's base within this over its unit's top (a
 
 
 def rider_candidates(all_roots: Sequence[str], unit_scale: float) -> list[str]:
-    """Top-level objects of the view layer outside the units of ``all_roots`` (and not
+    """Top-most objects of the view layer outside the units of ``all_roots`` (and not
     holding one) whose box lies over a unit's (``island_tools.measure.riders``' footprint
     tolerance) with its base above the unit's base and at most ``RIDER_REACH_M`` over its
     top: the objects that may rest on a unit. Cheap: evaluated bounds only."""
@@ -515,8 +515,10 @@ def rider_candidates(all_roots: Sequence[str], unit_scale: float) -> list[str]:
     units = unit_objects(all_roots)
     parts = {o.name for objs in units.values() for o in objs}
     holders = {a.name for r in units for a in ancestors(bpy.data.objects[r])}
-    tops = [o.name for o in layer.objects if (o.parent is None or o.parent.name not in
-                                               in_layer)
+    # the top-most objects outside the units: under no parent, or right under an object
+    # that holds units (a scene-root Empty over the whole room)
+    tops = [o.name for o in layer.objects
+            if (o.parent is None or o.parent.name not in in_layer or o.parent.name in holders)
             and o.name not in parts and o.name not in holders]
     if not tops or not units:
         return []
