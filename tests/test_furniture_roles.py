@@ -364,3 +364,29 @@ def test_the_side_away_from_the_back_is_measured_from_the_seat_and_back() -> Non
         for seed in range(0, 30, 5):
             p = par.generate(cat, seed)
             assert _away_from_back(np.asarray(p.vertices), np.asarray(p.faces)) is None, cat
+
+
+def test_corpus_pieces_of_the_tuned_split_keep_their_roles() -> None:
+    """Other creators' pieces (the tuned split only): a 1.0 m bar table is a table, coffee
+    tables are no TV stands, TV stands stay TV stands, a couch is a sofa."""
+    from fixtures import fronts_corpus as fc
+
+    reason = fc.shared_corpus_status()
+    if reason and fc.corpus_required():
+        pytest.fail(reason)
+    want = {"shared:osrf_table": "table", "shared:kaykit_couch": "sofa",
+            **{f"assets:infinigen/coffee_table_CoffeeTableFactory_s{i}.glb": "coffee_table"
+               for i in (1, 2, 3)},
+            **{f"assets:infinigen/tv_stand_TVStandFactory_s{i}.glb": "tv_stand"
+               for i in (1, 2, 3, 4)}}
+    seen = {}
+    for p in fc.front_pieces("tuned", missing_shared="skip"):
+        if p.name in want:
+            v, f = p.load()
+            sc = rooms._scale_of(p.name)
+            u = UnitInput(p.name, np.diag([sc, sc, sc, 1.0]), np.asarray(v, float),
+                          np.asarray(f, np.int64))
+            seen[p.name] = classify(measure_unit(u)).role
+    if reason:
+        want = {k: r for k, r in want.items() if not k.startswith("shared:")}
+    assert seen == want
