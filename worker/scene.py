@@ -538,7 +538,7 @@ def read_context(groups: Mapping[str, Sequence[str]], all_roots: Sequence[str], 
     owners = {gid: context_owners(roots, boxes, reach, above) for gid, roots in groups.items()}
     union = sorted({n for names in owners.values() for n in names})
     wanted = sorted({*union, *candidates} - set(present))
-    geometry = unit_geometry([*present, *wanted]) if wanted else {}
+    geometry = unit_geometry([*present, *wanted]) if union or candidates else {}
     riders = unit_riders(present, candidates, geometry, scale) if candidates else {}
     carried = {o.name: riders[r] for r, objs in unit_objects(list(riders)).items()
                for o in objs}   # a rider's parts are owners of their own in ``boxes``
