@@ -113,8 +113,10 @@ def units_of(objects: Mapping[str, Mapping[str, Any]], unit_scale: float, measur
     """(units, left out) of a scene given ``scene_read``'s ``objects`` and ``measure(names)
     -> (meshes, refusals)`` (the units rooted at ``names`` evaluated as ``measure_only``
     does). ``measure`` is called twice when the scene has hierarchies (each object's own
-    geometry decides where units split, :func:`unit_roots`), else once. The saved file
-    (:func:`read_scene_units`) and the add-on's open file go through here alike."""
+    geometry decides where units split, :func:`unit_roots`), else once. Riders (objects
+    resting on a unit) are merged into their unit and left out as props
+    (:func:`attach_riders`). The saved file (:func:`read_scene_units`) and the add-on's
+    open file go through here alike."""
     live = {n for n, o in objects.items() if o.get("in_view_layer", True)}
     nested = any(o.get("parent") in live for n, o in objects.items() if n in live)
     if nested:
