@@ -182,10 +182,10 @@ ROOM_COLUMNS = ["split", "source", "state", "rooms", "truth groups", "exact",
 RUN_COLUMNS = ["split", "room", "state", "groups", "pass (independent judge)",
                "members in walls", "moved > 2 cm / 2 deg (tidy)", "new penetrations",
                "exit", "run s"]
-FLAT_COLUMNS = ["flat", "objects", "truth groups", "proposed groups", "exact",
-                "confident wrong", "CONFIDENT INCOMPLETE", "pass (independent judge)",
-                "members in walls", "propose s", "propose s/group", "run s", "run s/group",
-                "exit"]
+FLAT_COLUMNS = ["flat", "objects", "truth groups", "proposed (confident/uncertain)", "exact",
+                "confident wrong", "CONFIDENT INCOMPLETE", "groups refined",
+                "pass (independent judge)", "members in walls", "moved > 2 cm / 2 deg",
+                "propose s", "propose s/group", "run s", "run s/group", "exit"]
 
 
 def _room_sets(part: str, quick: bool) -> tuple[list[tuple[str, str, Any]], str | None]:
@@ -279,10 +279,10 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
                               a["uncertain_unnamed"], a["missed"], a["reach_unnamed"],
                               f"{a['spec_equal']}/{a['spec_judged']}",
                               round(a["seconds"] / a["rooms"], 2)])
-        # run --propose on a few: quick, the split's first designed scene tidy (or a
-        # generator room) only; else two tidy and two disordered rooms of both sources
+        # run --propose on a few: quick, the split's first designed scene tidy and its
+        # first disordered room; else two tidy and two disordered rooms of both sources
         chosen = ([s for s in sets if s[1] == "tidy" and not s[0].startswith("generator")][:1]
-                  or sets[:1]) if quick else (
+                  + [s for s in sets if s[1] == "disordered"][:1]) if quick else (
             [s for s in sets if s[0].startswith("generator")][:RUN_PER_SPLIT]
             + [s for s in sets if not s[0].startswith("generator")][:RUN_PER_SPLIT])
         runs = []
@@ -312,9 +312,14 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
     code, run_s, err = _run_cli(scene, 2 if quick else RUN_MAX_ITER)
     j = _judge_run(scene, truth)
     g = len(truth["groups"])
-    flat_rows = [[f"{FLAT_ROOMS} rooms, untouched seeds {FLAT_SEED}+", len(fl.placed), g,
-                  len(doc["groups"]), f"{names['exact']}/{g}", names["confident_wrong"],
-                  names["confident_incomplete"], f"{j['passed']}/{g}", len(j["in_wall"]),
+    confident = sum(1 for x in doc["groups"] if x["proposal"]["status"] == "confident")
+    metrics = scene / "metrics.json"
+    refined = (sum(1 for x in json.loads(metrics.read_text())["groups"].values()
+                   if x["status"] != "refused") if metrics.is_file() else 0)
+    flat_rows = [[f"{FLAT_ROOMS} rooms, untouched seeds {FLAT_SEED}+, tidy", len(fl.placed),
+                  g, f"{confident}/{len(doc['groups']) - confident}", f"{names['exact']}/{g}",
+                  names["confident_wrong"], names["confident_incomplete"], refined,
+                  f"{j['passed']}/{g}", len(j["in_wall"]), len(j["moved"]),
                   round(propose_s, 2), round(propose_s / g, 3), round(run_s, 1),
                   round(run_s / g, 2), code]]
     data["flat"] = {"names": names, "judge": j, "propose_s": propose_s, "run_s": run_s,
