@@ -5,25 +5,29 @@ A scene an artist made, downloaded or a generator wrote has no ``inputs/relation
 unit, in its root's frame, as ``worker.units`` evaluates it) and proposes the groups: each
 with an anchor, members, the target-spec hints (``relation``) and a ``proposal`` block saying
 how sure it is and why. Roles come from measured geometry, not names
-(``island_tools.scene.furniture``); fronts and memberships from placement
+(``island_tools.scene.furniture``); fronts, candidates and the room's one assignment of
+members to anchors from placement, facing only a tie-breaker
 (``island_tools.scene.members``); the units of a .blend from its hierarchy
-(``island_tools.scene.scene_units``). A unit that qualifies for two anchors is proposed
-with the better one but ``uncertain``, naming the other.
+(``island_tools.scene.scene_units``).
 
-Doubt is never decided silently: a member that could belong to two anchors, a front or role
-the geometry does not settle, a lopsided arrangement that matches no pattern, or a unit no
-role fits standing where a member would, makes the group ``uncertain`` with the reasons.
-Target specs come from ``validate.resolve_target_spec`` (the pipeline's own inference and
-conventions) fed the role and, for tables, the pattern the members' edges show.
+Doubt is never decided silently: a member that could belong to two anchors, an object of a
+member role within reach that the group does not hold (named in ``proposal.doubtful``), a
+front or role the geometry does not settle, members in order in no usual arrangement, or a
+unit no role fits standing where a member would, makes the group ``uncertain`` with the
+reasons. Context (``CONTEXT_ROLES``) never does. Target specs come from the anchor and the
+members in order (``propose_spec.group_hints``: the usual arrangement of their count at an
+anchor of this size, a clearance most members in order agree on, else the convention),
+checked through
+``validate.resolve_target_spec`` (the pipeline's own inference and conventions);
+``evidence.target_spec_inferred`` says how each value was inferred.
 
 The graph document adds, per group, ``proposal`` (status, confidence, reasons, evidence,
-member_confidence, uncertain_members) and, on top, ``proposed`` (by, scene_sha256,
+member_confidence, uncertain_members, doubtful) and, on top, ``proposed`` (by, scene_sha256,
 unassigned); ``relation_graph.parse_relation_graph`` validates both
 (docs/SCENE_PIPELINE.md, "Proposing a relation graph").
 """
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -38,7 +42,7 @@ from ..files.jsonio import read_object
 from ..iteration import RunJob, sha256_file
 from ..measure.geometry import convex_signed_distance
 from .errors import RelationGraphError
-from .furniture import Role, Shape, UnitInput, classify, measure_unit, role_evidence
+from .furniture import Shape, UnitInput, classify, measure_unit, role_evidence
 from .members import (
     AMBIGUOUS_COST,
     BED_SIDE_REACH_M,
@@ -52,13 +56,13 @@ from .members import (
     beside_bed,
     capacity,
     detect_front,
-    edge_normal,
-    facing_error_deg,
     seat_at_table,
     seat_at_tv,
 )
 from .paths import SCENE_BLEND, ScenePaths
-from .relation_graph import GRAPH_VERSION, HINT_KEYS, GroupSpec, parse_relation_graph
+from .propose_spec import Piece as _Piece
+from .propose_spec import group_hints, spec_check
+from .relation_graph import GRAPH_VERSION, HINT_KEYS, parse_relation_graph
 from .scene_units import read_scene_units
 
 __all__ = ["UnitInput", "propose_for_run", "propose_scene", "propose_units", "proposal_lines"]
@@ -70,19 +74,6 @@ UNKNOWN_MIN_SIDE_M = 0.3     # ... makes its group uncertain (it may be a member
 UNKNOWN_MAX_SIDE_M = 4.0     # ... unless it is larger than furniture (a room's shell)
 UNKNOWN_MAX_HEIGHT_M = 2.6
 CONFIDENT = 0.5              # member / group confidence below this is uncertain
-DEFAULT_CLEARANCE_M = {"table": 0.10, "long_table": 0.10, "round_table": 0.10,
-                       "desk": 0.10, "bed": 0.05, "sofa": 0.40}
-TV_CLEARANCE_RANGE_M = (1.2, 3.0)
-# A clearance the members in order agree on is kept (a chair tucked under its desk, a
-# designer's distance) when it lies in this range for the anchor's role; else the convention.
-SEEN_CLEARANCE_M = {"table": (-0.6, 0.35), "desk": (-0.6, 0.35), "bed": (-0.05, 0.30),
-                    "sofa": (0.15, 0.90), "tv_stand": (1.0, 3.5)}
-MAX_SEEN_M = 0.35
-TIDY_FACING_DEG = 10.0       # a member in order faces its anchor within this ...
-TIDY_GAP_M = 0.05            # ... and a group in order has its gaps within this of the median
-AGREE_GAP_M = 0.03           # members agree on a clearance within this of their median ...
-AGREE_SHARE = 2.0 / 3.0      # ... when at least this share of all members do
-SEAT_ROOM_M = 0.15           # a seat's width plus this along an edge (usual arrangements)
 KIND_SIZE_M = 0.10           # a seat of another role this close in size is the same kind
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
@@ -93,13 +84,6 @@ WALL_ROLES = ("wall", "door", "window")
 
 
 # --------------------------------------------------------------------------- proposing
-@dataclass
-class _Piece:
-    shape: Shape
-    role: Role
-    front: Front
-
-
 def _anchor_role(p: _Piece) -> str | None:
     """A desk is a desk-shaped top with a front (its kneehole side); without one it is a
     table (seats anywhere around it)."""
@@ -130,266 +114,6 @@ def _candidates(m: _Piece, anchors: Mapping[str, _Piece], role: str | None = Non
         if found is not None:
             out.append(found)
     return sorted(out, key=lambda c: (c.cost, c.anchor))
-
-
-def _edge_counts(a: Shape, members: Sequence[Shape]) -> dict[str, list[int]]:
-    """Members per rectangle edge of the anchor, by role: long [a, b], short [c, d]."""
-    counts = {"+l": 0, "-l": 0, "+s": 0, "-s": 0}
-    for m in members:
-        rel = m.centre - a.centre
-        du = abs(float(rel @ a.e_long)) - a.length / 2.0
-        dv = abs(float(rel @ a.e_short)) - a.width / 2.0
-        if du > dv:
-            counts["+s" if rel @ a.e_long > 0 else "-s"] += 1
-        else:
-            counts["+l" if rel @ a.e_short > 0 else "-l"] += 1
-    return {"long": sorted([counts["+l"], counts["-l"]], reverse=True),
-            "short": sorted([counts["+s"], counts["-s"]], reverse=True)}
-
-
-def _canonical_box(a: Shape) -> tuple[np.ndarray, np.ndarray]:
-    """(centre, half extents) of the anchor's footprint box in its canonical frame (the
-    anchor's own axes, as ``geometry`` sorts members onto ``+x``/``-x``/``+y``/``-y``)."""
-    q = (a.hull - a.origin) @ a.rot2
-    lo, hi = q.min(axis=0), q.max(axis=0)
-    return (lo + hi) / 2.0, (hi - lo) / 2.0
-
-
-def canonical_edges(a: Shape, members: Sequence[Shape]) -> dict[str, int]:
-    """Members per edge of the anchor's footprint box in its canonical frame."""
-    mid, half = _canonical_box(a)
-    out: dict[str, int] = {}
-    for m in members:
-        d = (m.centre - a.origin) @ a.rot2 - mid
-        if abs(d[0]) - half[0] > abs(d[1]) - half[1]:
-            edge = "+x" if d[0] > 0 else "-x"
-        else:
-            edge = "+y" if d[1] > 0 else "-y"
-        out[edge] = out.get(edge, 0) + 1
-    return dict(sorted(out.items()))
-
-
-def _seen_hints(role: str, a: Shape, members: Sequence[Shape]
-                ) -> tuple[dict[str, Any], str | None, str]:
-    """A table group's pattern as its members' edges show it (a group in order)."""
-    k = len(members)
-    edges = _edge_counts(a, members)
-    shown = f"long edges {edges['long']}, short edges {edges['short']}"
-    nonempty = sum(1 for v in (*edges["long"], *edges["short"]) if v)
-    if nonempty == 1:
-        return {"anchor_role": role, "pattern": "row"}, None, f"all {k} on one edge ({shown})"
-    if edges == {"long": [2, 2], "short": [1, 0]}:
-        return {"anchor_role": role, "pattern": "2+2+1"}, None, shown
-    if edges == {"long": [2, 2], "short": [1, 1]}:
-        return {"anchor_role": role, "pattern": "2+2+1+1"}, None, shown
-    seen = canonical_edges(a, members)
-    if len(seen) == 2 and {e[1] for e in seen} == {"x", "y"}:
-        return {"anchor_role": role, "pattern": "L"}, None, f"two adjacent edges ({shown})"
-    if edges["long"][0] == edges["long"][1] and edges["short"][0] == edges["short"][1]:
-        layout = {"long": edges["long"][0], "short": edges["short"][0]}
-        layout = {key: n for key, n in layout.items() if n}
-        return ({"anchor_role": role, "pattern": "free", "layout": layout,
-                 "free_note": f"proposed from the members' edges: {shown}"}, None, shown)
-    if all(abs(v[0] - v[1]) <= 1 for v in edges.values()):
-        # opposite edges within one member of each other: a tidy layout, kept as seen
-        return ({"anchor_role": role, "pattern": "free", "layout": seen,
-                 "free_note": f"proposed as seen: {shown}"}, None,
-                f"{shown}: opposite edges within one member, kept as seen ({seen})")
-    return ({"anchor_role": role, "pattern": "free", "layout": seen,
-             "free_note": f"proposed as seen: {shown}"},
-            f"pattern unclear: the {k} members sit on {shown}, lopsided and matching no "
-            f"pattern; proposed as seen ({seen})", shown)
-
-
-def _standard_forms(a: Shape, k: int, seat_w: float) -> list[tuple[str, dict[str, int]]]:
-    """The usual arrangements of ``k`` seats at a rect table of this size, the most usual
-    first: pairs across the long edges, with one or both ends, a row, a row and an end,
-    both ends. An edge holds its length over seat width plus ``SEAT_ROOM_M``."""
-    _, half = _canonical_box(a)
-    if half[0] >= half[1]:
-        (l0, l1), (s0, s1), length, width = ("+y", "-y"), ("+x", "-x"), 2 * half[0], 2 * half[1]
-    else:
-        (l0, l1), (s0, s1), length, width = ("+x", "-x"), ("+y", "-y"), 2 * half[1], 2 * half[0]
-    per_long = max(1, int(length // (seat_w + SEAT_ROOM_M)))
-    per_short = max(1 if width >= seat_w + 0.1 else 0, int(width // (seat_w + SEAT_ROOM_M)))
-    out: list[tuple[str, dict[str, int]]] = []
-    n = k // 2
-    if k % 2 == 0 and n <= per_long:
-        out.append(("pairs", {l0: n, l1: n}))
-    n = (k - 2) // 2
-    if k % 2 == 0 and 1 <= n <= per_long and per_short:
-        out.append(("pairs and both ends", {l0: n, l1: n, s0: 1, s1: 1}))
-    n = (k - 1) // 2
-    if k % 2 == 1 and 1 <= n <= per_long and per_short:
-        out += [("pairs and one end", {l0: n, l1: n, s: 1}) for s in (s0, s1)]
-    if k <= per_long:
-        out += [("row", {e: k}) for e in (l0, l1)]
-    if 2 <= k and k - 1 <= per_long and per_short:
-        out += [("row and one end", {e: k - 1, s: 1}) for e in (l0, l1) for s in (s0, s1)]
-    if k == 2 and per_short:
-        out.append(("both ends", {s0: 1, s1: 1}))
-    if k <= per_short:
-        out += [("row", {e: k}) for e in (s0, s1)]
-    return out
-
-
-def _form_hints(role: str, name: str, counts: dict[str, int]) -> dict[str, Any]:
-    values = sorted(counts.values(), reverse=True)
-    note = f"the usual arrangement of {sum(values)}: {name} ({counts})"
-    if name == "row":
-        return {"anchor_role": role, "pattern": "row"}
-    if name == "row and one end":
-        return {"anchor_role": role, "pattern": "L"}
-    if name == "pairs and one end" and values[0] == 2:
-        return {"anchor_role": role, "pattern": "2+2+1"}
-    if name == "pairs and both ends" and values[0] == 2:
-        return {"anchor_role": role, "pattern": "2+2+1+1"}
-    if name == "pairs":
-        layout: dict[str, int] = {"long": values[0]}
-    elif name == "pairs and both ends":
-        layout = {"long": values[0], "short": 1}
-    elif name == "both ends":
-        layout = {"short": 1}
-    else:
-        layout = dict(counts)
-    return {"anchor_role": role, "pattern": "free", "layout": layout, "free_note": note}
-
-
-def _table_hints(a: Shape, members: Sequence[Shape], tidy: bool
-                 ) -> tuple[dict[str, Any], str | None, str, str]:
-    """(relation hints, why the pattern is unclear or None, evidence, how the pattern was
-    inferred) for a table group. A group in order keeps the pattern its members show; one
-    out of order gets the usual arrangement of its member count nearest to what is seen,
-    so a seat slid to another edge makes no lopsided layout."""
-    k = len(members)
-    if a.round:
-        return ({"anchor_role": "round_table", "pattern": "ring"}, None,
-                "round top: members in a ring", "round top: a ring")
-    role = "long_table" if a.length / max(a.width, 1e-9) >= 1.5 else "table"
-    if tidy:
-        hints, unclear, note = _seen_hints(role, a, members)
-        return hints, unclear, note, f"as seen, the {k} members in order ({note})"
-    seen = canonical_edges(a, members)
-    forms = _standard_forms(a, k, float(np.median([m.width for m in members])))
-    if not forms:
-        hints, unclear, note = _seen_hints(role, a, members)
-        return hints, unclear, note, (f"as seen: no usual arrangement of {k} fits the "
-                                      f"anchor ({note})")
-    order = {name: i for i, name in enumerate(dict.fromkeys(f[0] for f in forms))}
-
-    def moves(counts: dict[str, int]) -> int:
-        return sum(abs(seen.get(e, 0) - counts.get(e, 0)) for e in ("+x", "-x", "+y", "-y"))
-
-    name, counts = min(forms, key=lambda f: (moves(f[1]), order[f[0]]))
-    shown = f"seen {seen}"
-    how = (f"from the anchor's size and {k} members, not in order: {name} {counts}, the "
-           f"usual arrangement nearest to the edges {shown}")
-    return _form_hints(role, name, counts), None, f"{shown}; members not in order", how
-
-
-def _member_order(role: str, a: _Piece, members: Sequence[_Piece]
-                  ) -> list[tuple[float, float | None]]:
-    """(footprint gap, facing error against the convention or None) per member."""
-    out = []
-    for m in members:
-        gap, _ = convex_signed_distance(m.shape.hull, a.shape.hull)
-        if role in ("table", "desk"):
-            err = facing_error_deg(m.front, -edge_normal(a.shape, m.shape))
-        elif role == "tv_stand":
-            err = facing_error_deg(m.front, a.shape.centre - m.shape.centre)
-        elif role == "bed" and a.front.world is not None:
-            err = facing_error_deg(m.front, a.front.world)
-        else:
-            err = None
-        out.append((float(gap), err))
-    return out
-
-
-def _in_order(err: float | None) -> bool:
-    return err is None or err <= TIDY_FACING_DEG
-
-
-def _tidy(order: Sequence[tuple[float, float | None]]) -> bool:
-    """Every member faces its anchor within ``TIDY_FACING_DEG`` and stands within
-    ``TIDY_GAP_M`` of the members' median gap."""
-    gaps = [g for g, _ in order]
-    med = float(np.median(gaps))
-    return all(_in_order(e) for _, e in order) and all(abs(g - med) <= TIDY_GAP_M
-                                                        for g in gaps)
-
-
-def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[float, str]:
-    """The clearance most members in order agree on (at least ``AGREE_SHARE`` of them
-    within ``AGREE_GAP_M`` of the in-order members' median gap, inside
-    ``SEEN_CLEARANCE_M``): the nearest of those, so none of them is too close; else the
-    convention's."""
-    k = len(order)
-    gaps = [g for g, e in order if _in_order(e)]
-    lo, hi = SEEN_CLEARANCE_M.get(role, (0.0, MAX_SEEN_M))
-    why = "no members in order"
-    if gaps:
-        med = float(np.median(gaps))
-        agree = [g for g in gaps if abs(g - med) <= AGREE_GAP_M]
-        if len(agree) < AGREE_SHARE * k - 1e-9:
-            why = (f"only {len(agree)} of {k} members in order agree within "
-                   f"{AGREE_GAP_M * 100:.0f} cm")
-        elif not lo <= med <= hi:
-            why = f"the members' {med:.2f} m is outside {lo:.2f}-{hi:.2f} m for a {role}"
-        else:
-            value = math.floor(min(agree) * 100 + 1e-6) / 100 + 0.0
-            return value, (f"as seen: the nearest of the {len(agree)} of {k} members in order "
-                           f"that agree within {AGREE_GAP_M * 100:.0f} cm ({value:.2f} m)")
-    if role == "tv_stand":
-        med = float(np.median([g for g, _ in order]))
-        lo, hi = TV_CLEARANCE_RANGE_M
-        value = round(min(hi, max(lo, med)) / 0.05) * 0.05
-        return value, (f"viewing distance: the seats' median {med:.2f} m within "
-                       f"{lo:.1f}-{hi:.1f} m ({why})")
-    value = DEFAULT_CLEARANCE_M.get(role, 0.10)
-    return value, f"convention of a {role} ({value:.2f} m; {why})"
-
-
-def _group_hints(role: str, a: _Piece, members: Sequence[_Piece]
-                 ) -> tuple[dict[str, Any], str | None, str, dict[str, str]]:
-    """(relation hints, why the pattern is unclear or None, pattern evidence, how each
-    hinted value was inferred)."""
-    order = _member_order(role, a, members)
-    clearance, clearance_how = _clearance(role, order)
-    k = len(members)
-    how = {"anchor_role": f"{role}: from its geometry", "member_count": f"{k} members held",
-           "clearance_m": clearance_how}
-    if role == "table":
-        hints, unclear, note, pattern_how = _table_hints(a.shape, [m.shape for m in members],
-                                                         _tidy(order))
-        hints["clearance_m"] = clearance
-        how["anchor_role"] = f"{hints['anchor_role']}: from the top's shape"
-        how["pattern"] = pattern_how
-        return hints, unclear, note, how
-    if role == "bed" and k != 2:
-        seen = canonical_edges(a.shape, [m.shape for m in members])
-        how["pattern"] = f"{k} beside the head end, as seen ({seen}): the convention places two"
-        return ({"anchor_role": "bed", "clearance_m": clearance,
-                 "pattern": "free", "facing": "parallel_to_anchor_long_axis",
-                 "layout": {**seen, "align": "back"},
-                 "free_note": f"{k} beside the bed at the headboard, as seen"},
-                None, f"{k} beside the head end ({seen})", how)
-    how["pattern"] = f"convention of a {role}"
-    note = ("convention: seats before the TV stand's front" if role == "tv_stand"
-            else f"convention of a {role}")
-    return {"anchor_role": role, "clearance_m": clearance}, None, note, how
-
-
-def _spec_check(gid: str, anchor: str, members: Sequence[str], hints: dict[str, Any],
-                a: Shape) -> dict[str, Any]:
-    """The hints as the pipeline will read them: ``validate.resolve_target_spec`` (the
-    pipeline's inference and conventions) must turn them into a valid target spec."""
-    from .validate import resolve_target_spec
-
-    spec = GroupSpec(gid, anchor, tuple(members), dict(hints))
-    shape = "round" if a.round else "rect"
-    ratio = a.length / max(a.width, 1e-9)
-    resolved, _ = resolve_target_spec(spec, shape, ratio, "relation_graph.json")
-    return resolved.to_dict()
 
 
 def _round(x: float) -> float:
@@ -641,7 +365,7 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
         elif conf < CONFIDENT:
             uncertain[m] = f"weak evidence ({conf:.2f}): {best.evidence}"
         member_conf[m] = _round(conf)
-    hints, unclear, pattern_note, inferred = _group_hints(role, a, [pieces[m] for m in members])
+    hints, unclear, pattern_note, inferred = group_hints(role, a, [pieces[m] for m in members])
     anchor_conf = a.role.score * (1.0 if a.role.settled else 0.6)
     anchor_evidence = role_evidence(a.shape, role)
     if role == "desk":
@@ -666,7 +390,7 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
     for m, why in uncertain.items():
         reasons.append(f"member '{m}': {why}")
     try:
-        spec = _spec_check(gid, anchor, members, hints, a.shape)
+        spec = spec_check(gid, anchor, members, hints, a.shape)
     except RelationGraphError as exc:
         reasons.append(f"no valid target spec from the hints: {exc.reason}")
         hints = {k: v for k, v in hints.items() if k in ("anchor_role", "clearance_m")}

@@ -386,7 +386,7 @@ def _check_proposal(doc: Any, where: str, gid: str, anchor: str, members: tuple[
 def _check_texts(value: Any, f: str, gid: str, file: str, key: str) -> None:
     """``value`` must be an object of non-empty strings keyed by non-empty strings."""
     if not isinstance(value, dict):
-        raise _err(f, f"group '{gid}': must be an object {key} -> text", file)
+        raise _err(f, f"group '{gid}': must be an object ({key} -> text)", file)
     for name, item in value.items():
         if not isinstance(name, str) or not name:
             raise _err(f, f"group '{gid}': a key must be a non-empty {key}", file)
