@@ -152,8 +152,9 @@ class Candidate:
 
     @property
     def confidence(self) -> float:
-        """1 for a member right at its anchor, down to 0.5 at the edge of its reach."""
-        return max(0.5, 1.0 - 0.5 * min(1.0, self.cost))
+        """1 for a member right at its anchor, 0.5 at cost 1 (a seat at the edge of its
+        reach, or close but behind a desk), less beyond: weak evidence."""
+        return max(0.3, 1.0 - 0.5 * min(1.4, self.cost))
 
 
 def _where(gap: float) -> str:
