@@ -400,3 +400,34 @@ def test_accepting_an_uncertain_group_settles_its_doubtful_objects() -> None:
     (p,) = [x["proposal"] for x in out["groups"]]
     assert p["status"] == "confident" and p["doubtful"] == {}
     assert "Object_41" in p["evidence"]["artist"] and "Object_40" not in p["doubtful"]
+
+
+def test_a_room_shell_as_one_mesh_never_makes_a_group_uncertain(monkeypatch) -> None:
+    """The walls of a whole flat as one mesh (three 2.6 m walls round a 6 x 4 m room, so no
+    role fits it) 0.3 m from a table's end: context, not a seat no rule knows."""
+    from fixtures.parametric import box
+    from island_tools.scene import propose as proposer
+
+    parts = [box(-3.0, 3.0, 2.0, 2.1, 0.0, 2.6), box(-3.1, -3.0, -2.0, 2.1, 0.0, 2.6),
+             box(3.0, 3.1, -2.0, 2.1, 0.0, 2.6)]
+    verts, faces, offset = [], [], 0
+    for v, f in parts:
+        verts.append(np.asarray(v))
+        faces.append(np.asarray(f) + offset)
+        offset += len(v)
+    shell = rooms.Furniture("shell", "shell", np.vstack(verts), np.vstack(faces), None, 1.0)
+    room = rooms.Room((10.0, 10.0))
+    room.placed.append(rooms.Placed("Object_9", shell, np.eye(4), "shell"))
+    table = piece("table_rect", 3)
+    dining(room, centre=(-3.0 + 0.3 + half(table, 0), 0.0), first=2)   # end 0.3 m off
+    doc = propose(room)
+    (g,) = doc["groups"]
+    assert sorted(g["members"]) == truth_members(room, "dining")
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+    left = {u["name"]: u for u in doc["proposed"]["unassigned"]}
+    assert left["Object_9"]["role"] is None   # no role fits it: only its size tells
+    # the control: were it furniture-sized, it would be a doubt where it stands
+    monkeypatch.setattr(proposer, "UNKNOWN_MAX_SIDE_M", 100.0)
+    monkeypatch.setattr(proposer, "UNKNOWN_MAX_HEIGHT_M", 100.0)
+    (g,) = propose(room)["groups"]
+    assert g["proposal"]["status"] == "uncertain" and "Object_9" in g["proposal"]["doubtful"]
