@@ -835,7 +835,9 @@ def _evidence_text(g: dict) -> str:
     p = g["proposal"]
     ev = p.get("evidence") or {}
     parts = [f"anchor: {ev['anchor']}"] if ev.get("anchor") else []
-    parts += [f"{k}: {v}" for k, v in ev.items() if k not in ("anchor", "members")]
+    parts += [f"{k}: {v}" if not isinstance(v, dict) else
+              f"{k}: " + ", ".join(f"{f} {how}" for f, how in v.items())
+              for k, v in ev.items() if k not in ("anchor", "members")]
     return "; ".join(parts)
 
 

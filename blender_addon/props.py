@@ -77,7 +77,8 @@ class ISLAND_PG_target_spec(bpy.types.PropertyGroup):
     pattern: EnumProperty(name="Pattern", items=_items(PATTERNS))
     facing: EnumProperty(name="Facing", items=_items(FACINGS))
     spacing: EnumProperty(name="Spacing", items=_items(SPACINGS))
-    clearance_m: FloatProperty(name="Clearance", default=0.1, min=0.0, unit="LENGTH",
+    # negative: a member pushed in under the anchor (island_tools.schemas.MIN_CLEARANCE_M)
+    clearance_m: FloatProperty(name="Clearance", default=0.1, min=-1.0, unit="LENGTH",
                                precision=3)
     free_note: StringProperty(name="Note",
                               description="Required when pattern is free or facing is mixed")

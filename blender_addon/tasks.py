@@ -346,7 +346,8 @@ def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
     scene pipeline leaves out as undecided): an uncertain or edited proposal the artist
     accepted becomes ``confident`` with no reasons, as the schema asks of a person who
     checked it, and its ``evidence.artist`` says so (``by_artist``), with the proposer's
-    doubts and, for an edited one, what the proposer had proposed. The proposer's numbers
+    doubts (its ``doubtful`` objects the artist left out among them) and, for an edited one,
+    what the proposer had proposed. The proposer's numbers
     (``confidence``, the remaining members' ``member_confidence`` / ``uncertain_members``)
     are kept as they were."""
     import copy
@@ -359,6 +360,9 @@ def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
         members = list(a["members"])
         for key in ("member_confidence", "uncertain_members"):
             p[key] = {m: v for m, v in (p.get(key) or {}).items() if m in members}
+        # doubtful names objects the group does not hold: one the artist added is held now
+        doubtful = {n: v for n, v in (p.get("doubtful") or {}).items()
+                    if n not in members and n != a["anchor"]}
         ev = dict(p.get("evidence") or {})
         if "members" in ev:
             ev["members"] = {m: v for m, v in ev["members"].items() if m in members}
@@ -374,8 +378,13 @@ def proposal_groups(doc: Mapping[str, Any], accepted: list[Mapping[str, Any]],
         if p.get("status") == "uncertain":
             notes.append(f"the proposer was uncertain: {'; '.join(p.get('reasons') or [])}")
         if notes:
+            if doubtful:
+                notes.append("left out: " + "; ".join(f"'{n}': {v}"
+                                                      for n, v in doubtful.items()))
             ev["artist"] = f"{by_artist}; {'; '.join(notes)}"
-            p["status"], p["reasons"] = "confident", []
+            p["status"], p["reasons"], doubtful = "confident", [], {}
+        if "doubtful" in p or doubtful:
+            p["doubtful"] = doubtful
         p["evidence"] = ev
         groups.append({"id": a["id"], "anchor": a["anchor"], "members": members,
                        "relation": relation, "proposal": p})

@@ -47,6 +47,10 @@ def is_finite(value: Any) -> bool:
 # furniture around it. Larger values are refused when the spec is read (exit 5, or 20 in
 # the relation graph), not found out later by the solver.
 MAX_CLEARANCE_M = 100.0
+# Clearance is the signed floor-plane distance of the footprints (DESIGN: geometry.json): a
+# member pushed in under its anchor (a chair tucked under its desk) stands at a negative
+# one, and a room in order keeps it. Down to this much overlap.
+MIN_CLEARANCE_M = -1.0
 MAX_MEMBER_COUNT = 1000
 
 
@@ -96,12 +100,18 @@ def parse_target_spec(doc: dict[str, Any], file: str, n_members: int | None) -> 
         if doc[key] not in allowed:
             raise bad(key, f"{doc[key]!r} is not one of {', '.join(allowed)}")
     clearance = doc["clearance_m"]
-    if not _is_number(clearance) or not is_finite(clearance) or clearance < 0:
-        raise bad("clearance_m", f"must be a finite number >= 0, got {clearance!r}")
+    if not _is_number(clearance) or not is_finite(clearance):
+        raise bad("clearance_m", f"must be a finite number >= {MIN_CLEARANCE_M:g}, got "
+                                 f"{clearance!r}")
+    if clearance < MIN_CLEARANCE_M:
+        raise bad("clearance_m", f"is {clearance!r} m: a member {-clearance:g} m in under the "
+                                 f"anchor (at most {-MIN_CLEARANCE_M:g} m)",
+                  "give the clearance in metres, from "
+                  f"{MIN_CLEARANCE_M:g} (pushed in) to {MAX_CLEARANCE_M:g}")
     if clearance > MAX_CLEARANCE_M:
         raise bad("clearance_m", f"is {clearance!r} m, more than {MAX_CLEARANCE_M:g} m between "
                                  "the anchor and a member", "give the clearance in metres, "
-                                 f"from 0 to {MAX_CLEARANCE_M:g}")
+                                 f"from {MIN_CLEARANCE_M:g} (pushed in) to {MAX_CLEARANCE_M:g}")
     note = doc.get("free_note")
     if note is not None and not isinstance(note, str):
         raise bad("free_note", "must be a string")

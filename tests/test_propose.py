@@ -282,7 +282,8 @@ def _proposed_doc() -> dict:
                       "evidence": {"anchor": "table: top 0.74 m",
                                    "members": {"c1": "faces it", "c2": "faces it"}},
                       "member_confidence": {"c1": 0.9, "c2": 0.4},
-                      "uncertain_members": {"c2": "also 0.3 m from 't2'"}}},
+                      "uncertain_members": {"c2": "also 0.3 m from 't2'"},
+                      "doubtful": {"stool": "stool 0.30 m from its edge; not held"}}},
         {"id": "by_hand", "anchor": "b", "members": ["n1"]}],
         "proposed": {"by": "island-refine propose", "scene_sha256": "a" * 64,
                      "unassigned": [{"name": "stool", "role": "stool", "reason": "alone"}]}}
@@ -294,6 +295,19 @@ def test_the_graph_schema_takes_proposals() -> None:
     assert g.group("table_1").proposal["member_confidence"] == {"c1": 0.9, "c2": 0.4}
     assert g.group("by_hand").proposal is None and g.group("by_hand").proposal_status is None
     assert g.proposed["unassigned"][0]["name"] == "stool"
+    assert g.group("table_1").proposal["doubtful"] == {"stool": "stool 0.30 m from its edge; "
+                                                                "not held"}
+
+
+def test_a_confident_proposal_names_no_doubtful_objects() -> None:
+    doc = _bad("groups.0.proposal.status", "confident")
+    doc["groups"][0]["proposal"]["reasons"] = []
+    with pytest.raises(RelationGraphError) as err:
+        parse_relation_graph(doc, "inputs/relation_graph.json")
+    assert "a confident proposal names no doubtful objects" in str(err.value)
+    assert "groups[0].proposal.doubtful" in str(err.value)
+    doc["groups"][0]["proposal"]["doubtful"] = {}   # settled: accepted
+    assert parse_relation_graph(doc, "rg.json").group("table_1").proposal_status == "confident"
 
 
 def _bad(path: str, value) -> dict:
@@ -316,6 +330,14 @@ def _bad(path: str, value) -> dict:
     ("groups.0.proposal.member_confidence", {"c1": -0.1}, "must be a number in [0, 1]"),
     ("groups.0.proposal.uncertain_members", {"t": "x"}, "'t' is not in the group"),
     ("groups.0.proposal.evidence", {"members": {"zz": "x"}}, "'zz' is not in the group"),
+    ("groups.0.proposal.evidence", {"target_spec_inferred": {"clearance_m": 0.1}},
+     "must be a non-empty string"),
+    ("groups.0.proposal.evidence", {"target_spec_inferred": "median"},
+     "must be an object (field name -> text)"),
+    ("groups.0.proposal.doubtful", {"c1": "near"}, "is in the group, so it is not a doubtful"),
+    ("groups.0.proposal.doubtful", {"t": "near"}, "is in the group, so it is not a doubtful"),
+    ("groups.0.proposal.doubtful", {"s": " "}, "must be a non-empty string"),
+    ("groups.0.proposal.doubtful", ["s"], "must be an object (object name -> text)"),
     ("groups.0.proposal.extra", 1, "unknown field"),
     ("proposed.scene_sha256", "xyz", "must be null or 64 lower-case hex digits"),
     ("proposed.unassigned", [{"name": "c1", "role": None, "reason": "r"}],
@@ -427,6 +449,15 @@ def test_run_propose_refines_the_confident_and_leaves_the_uncertain(tmp_path: Pa
     from worker.launch import resolve_blender
 
     room = cafe_room(pulled_out_m=0.4, turned_deg=25.0)   # table b's chair needs refining
+    # The chair at both tables' ends would leave both in doubt now (the table that does not
+    # hold it names it: issue 32), so table a's doubt is a stool of another kind beside its
+    # chair instead (named in its proposal.doubtful), standing far from table b.
+    room.placed = [p for p in room.placed if p.name != "Object_5"]
+    table = next(p for p in room.placed if p.name == "Object_1")
+    ya = float(table.pose[1, 3])
+    stool = piece("stool_round", 3)
+    place(room, "Object_7", stool, (0.6, ya + half(table.furniture, 1) + 0.3 + half(stool, 1)),
+          role="stool")
     scene = rooms.build_room(room, tmp_path / "cafe", resolve_blender("bpy", None))
     before = {n: np.asarray(o["matrix_world"]) for n, o in run_job(
         {"op": "scene_read", "blend": str(scene / rooms.SCENE_BLEND), "names": [],
@@ -437,7 +468,7 @@ def test_run_propose_refines_the_confident_and_leaves_the_uncertain(tmp_path: Pa
     doc = json.loads((scene / "inputs" / "relation_graph.json").read_text())
     uncertain = [g for g in doc["groups"] if g["proposal"]["status"] == "uncertain"]
     confident = [g for g in doc["groups"] if g["proposal"]["status"] == "confident"]
-    assert len(uncertain) == 1 and "Object_5" in uncertain[0]["members"]
+    assert len(uncertain) == 1 and "Object_7" in uncertain[0]["proposal"]["doubtful"]
     assert len(confident) == 1
     assert code == 24, out   # partial: the uncertain group was left as it is
     metrics = json.loads((scene / "metrics.json").read_text())

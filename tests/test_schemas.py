@@ -50,11 +50,16 @@ def test_target_spec_valid_roundtrip() -> None:
     assert spec.to_dict() == SPEC
 
 
+def test_a_negative_clearance_is_a_member_pushed_in_under_its_anchor() -> None:
+    # a chair tucked under its desk: its footprint overlaps the desk's by 0.3 m
+    assert parse_target_spec({**SPEC, "clearance_m": -0.3}, "t.json", 2).clearance_m == -0.3
+
+
 @pytest.mark.parametrize("change,field", [
     ({"pattern": "circle"}, "pattern"), ({"facing": "north"}, "facing"),
     ({"spacing": "dense"}, "spacing"), ({"member_count": 0}, "member_count"),
     ({"member_count": 3}, "member_count"), ({"member_count": True}, "member_count"),
-    ({"clearance_m": -0.1}, "clearance_m"), ({"clearance_m": "0.1"}, "clearance_m"),
+    ({"clearance_m": -1.5}, "clearance_m"), ({"clearance_m": "0.1"}, "clearance_m"),
     ({"anchor_role": ""}, "anchor_role"), ({"pattern": "free"}, "free_note"),
     ({"facing": "mixed", "free_note": " "}, "free_note"),
 ])

@@ -2,17 +2,24 @@
 
 A unit's front is ``island_tools.measure.forward_axis``'s (``mirror_relief``); when that is
 undetermined, the side opposite its measured tall part (a backrest, a headboard) or, for
-case furniture, the side away from a wall right behind it. A seat belongs to the table, desk
-or TV stand it faces (``FACING_MAX_DEG``) and stands near (``TABLE_REACH_M`` from a table's
-footprint; ``TV_MIN_M``-``TV_MAX_M`` before a TV stand's front); a nightstand to the bed
-whose head end it flanks (``BED_SIDE_GAP_M`` beside a side, within ``BED_HEAD_REACH_M`` of
-the head end); a coffee table to the sofa it stands before. Each test returns a
-:class:`Candidate` with a confidence and the evidence in words, or None.
+case furniture, the side away from a wall right behind it.
+
+Membership rests on what disorder does not change: the footprint gap between a member and
+an anchor (``convex_signed_distance`` of their hulls, negative when pushed in or under), the
+role pair (``MEMBER_ROLES``), the side of the anchor it stands at and the anchor's capacity.
+Facing only breaks ties (``FACING_WEIGHT``): a chair turned away 0.1 m from a table's edge
+is that table's member. A seat belongs to a table or desk within ``SEAT_REACH_M`` (a desk's
+front costs less than its ends), to a TV stand before its front (``TV_MIN_M`` to
+``TV_REACH_M``); a nightstand or side table to the bed whose side it stands beside
+(``BED_SIDE_REACH_M``) near the head end (``BED_HEAD_REACH_M``), one per side; a coffee
+table to the sofa it stands before. Each test returns a :class:`Candidate` (cost, slot,
+evidence in words) or None; :func:`assign` then gives every member to at most one anchor
+slot over the whole room at once (the minimum-cost assignment, :func:`min_cost_assignment`).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,15 +30,30 @@ from ..measure.geometry import convex_signed_distance
 from ..measure.meshcache import keyed_vertices, mesh_digest, remembered
 from .furniture import Shape
 
-FACING_MAX_DEG = 45.0        # a member faces an anchor within this
-FACING_GOOD_DEG = 20.0       # ... fully confident within this
-TABLE_REACH_M = 0.6          # a seat's footprint this close to a table's (gap)
-STOOL_REACH_M = 0.35         # a seat without a front: only this close
-TV_MIN_M, TV_MAX_M = 0.6, 4.5
-TV_FACING_MAX_DEG = 30.0
-BED_SIDE_GAP_M = 0.45
-BED_HEAD_REACH_M = 0.9
-SOFA_TABLE_GAP_M = (0.1, 1.0)
+MEMBER_ROLES: dict[str, tuple[str, ...]] = {
+    "table": ("chair", "armchair", "stool"), "desk": ("chair", "armchair", "stool"),
+    "tv_stand": ("sofa", "armchair", "chair"), "bed": ("nightstand", "side_table"),
+    "sofa": ("coffee_table",)}
+SEAT_REACH_M = 0.7           # a seat's footprint this close to a table's (disorder: 0.6 out)
+SEAT_DOUBT_M = 1.0           # ... up to this, a seat no anchor holds is a doubt
+FACING_WEIGHT = 0.1          # cost of a seat turned fully away: a tie-breaker only
+DESK_SIDE_COST = 0.3         # a seat at a desk's end rather than its front ...
+DESK_BEHIND_COST = 0.6       # ... or behind it
+SEAT_SPACING_M = 0.10        # between seats along an anchor's edge (capacity)
+TV_MIN_M, TV_REACH_M = 0.3, 3.5
+TV_FACING_WEIGHT = 0.4
+TV_CONE_DEG = 55.0           # "before its front": within this of the front direction
+TV_BASE_COST = 0.35
+TV_CAPACITY = 6
+BED_SIDE_REACH_M = 0.8       # a nightstand this far out beside a bed (disorder: 0.6 out)
+BED_HEAD_REACH_M = 1.1
+BED_DOUBT_M = 1.0            # ... up to this beside it, one no bed holds is a doubt
+BED_PUSHED_IN_M = 0.35       # a nightstand pushed into the bed this far is still beside it
+SOFA_TABLE_GAP_M = (-0.2, 1.3)
+SOFA_TABLE_BEST_M = 0.45
+AMBIGUOUS_COST = 0.25        # a member this close in cost to a second anchor is in doubt
+NONE_COST = 2.0              # more than any candidate costs
+_NEVER = 1e6
 WALL_BEHIND_M = 0.25
 
 
@@ -91,111 +113,257 @@ def _angle_deg(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(math.acos(max(-1.0, min(1.0, c))))
 
 
-def _toward(anchor: Shape, member: Shape) -> np.ndarray:
-    """The direction a member must face to face ``anchor``: toward the centre of a round
-    anchor, else against the normal of the rectangle side the member is outside of."""
+def edge_normal(anchor: Shape, member: Shape) -> np.ndarray:
+    """The outward normal of the anchor's edge the member stands at: away from the centre
+    of a round anchor, else the normal of the rectangle side the member is outside of."""
     rel = member.centre - anchor.centre
     if anchor.round:
-        return -rel / max(float(np.linalg.norm(rel)), 1e-12)
+        return rel / max(float(np.linalg.norm(rel)), 1e-12)
     du = abs(float(rel @ anchor.e_long)) - anchor.length / 2.0
     dv = abs(float(rel @ anchor.e_short)) - anchor.width / 2.0
     if du > dv:
-        return -anchor.e_long * math.copysign(1.0, float(rel @ anchor.e_long))
-    return -anchor.e_short * math.copysign(1.0, float(rel @ anchor.e_short))
+        return anchor.e_long * math.copysign(1.0, float(rel @ anchor.e_long))
+    return anchor.e_short * math.copysign(1.0, float(rel @ anchor.e_short))
+
+
+def facing_error_deg(member_front: Front, toward: np.ndarray) -> float | None:
+    """How far the member's front is turned from ``toward`` (None: no front)."""
+    if member_front.world is None:
+        return None
+    return _angle_deg(member_front.world, toward)
 
 
 @dataclass
 class Candidate:
+    """One (member, anchor) pair that could belong together: ``cost`` (lower is nearer;
+    facing adds at most ``FACING_WEIGHT``), the anchor ``slot`` it would take and the
+    evidence in words."""
+
     anchor: str
-    confidence: float
+    cost: float
     evidence: str
     gap_m: float
+    slot: str = "around"
+
+    @property
+    def holds(self) -> bool:
+        """False for a candidate that is only a doubt: near, but never assigned."""
+        return self.cost < NONE_COST
+
+    @property
+    def confidence(self) -> float:
+        """1 for a member right at its anchor, 0.5 at cost 1 (a seat at the edge of its
+        reach, or close but behind a desk), less beyond: weak evidence."""
+        return max(0.3, 1.0 - 0.5 * min(1.4, self.cost))
 
 
-def _ramp(x: float, good: float, limit: float) -> float:
-    """1 up to ``good``, 0 at ``limit``."""
-    if x <= good:
-        return 1.0
-    return max(0.0, 1.0 - (x - good) / max(limit - good, 1e-9))
+def _where(gap: float) -> str:
+    return f"pushed {-gap:.2f} m in under it" if gap < 0 else f"{gap:.2f} m from its edge"
 
 
-def seat_at_table(a: Shape, m: Shape, mf: Front, mrole: str) -> Candidate | None:
+def _facing_words(error: float | None, what: str = "it") -> str:
+    if error is None:
+        return "no front to face with"
+    if error <= 20.0:
+        return f"facing {what} ({error:.0f} deg)"
+    return f"turned {error:.0f} deg from {what} (facing only breaks ties)"
+
+
+def seat_at_table(a: Shape, af: Front, arole: str, m: Shape, mf: Front) -> Candidate | None:
+    """A seat within ``SEAT_REACH_M`` of a table's or desk's footprint (pushed in or
+    under it too), whatever way it is turned; at a desk with a front, its ends and back
+    cost more than its front. Up to ``SEAT_DOUBT_M`` out it is only a doubt (a candidate
+    that never holds: cost above ``NONE_COST``)."""
     gap, _ = convex_signed_distance(m.hull, a.hull)
-    if mf.world is None:
-        if mrole == "stool" and gap <= STOOL_REACH_M:
-            conf = 0.6 * _ramp(gap, 0.15, STOOL_REACH_M + 0.05)
-            return Candidate(a.name, conf, f"stool without a front, {max(gap, 0):.2f} m from "
-                                            f"the {a.name} top's edge", gap)
+    if gap > SEAT_DOUBT_M:
         return None
-    if gap > TABLE_REACH_M:
-        return None
-    angle = _angle_deg(mf.world, _toward(a, m))
-    if angle > FACING_MAX_DEG:
-        return None
-    conf = (_ramp(angle, FACING_GOOD_DEG, FACING_MAX_DEG + 10)
-            * _ramp(gap, 0.35, TABLE_REACH_M + 0.15) * min(1.0, mf.confidence + 0.3))
-    where = "pushed under it" if gap < 0 else f"{gap:.2f} m from its edge"
-    return Candidate(a.name, conf, f"faces it ({angle:.0f} deg), {where}; front {mf.how}", gap)
+    normal = edge_normal(a, m)
+    error = facing_error_deg(mf, -normal)
+    if gap > SEAT_REACH_M:   # near, but further out than a seat at it: only a doubt
+        return Candidate(a.name, NONE_COST + 1.0, f"{gap:.2f} m from its edge, beyond the "
+                                                  f"{SEAT_REACH_M:.2f} m a seat stands at",
+                         gap)
+    cost = max(gap, 0.0) / SEAT_REACH_M + FACING_WEIGHT * (
+        0.5 if error is None else error / 180.0)
+    side = ""
+    if arole == "desk" and af.world is not None and not a.round:
+        front = snap(af.world, a)
+        along = float(normal @ front)
+        if along < -0.7:
+            cost += DESK_BEHIND_COST
+            side = ", behind it"
+        elif along < 0.7:
+            cost += DESK_SIDE_COST
+            side = ", at its end"
+        else:
+            side = ", at its front"
+    return Candidate(a.name, cost, f"{_where(gap)}{side}, {_facing_words(error)}", gap)
 
 
 def seat_at_tv(a: Shape, af: Front, m: Shape, mf: Front) -> Candidate | None:
-    if mf.world is None:
-        return None
+    """A seat before a TV stand's front (within ``TV_CONE_DEG`` of it), ``TV_MIN_M`` to
+    ``TV_REACH_M`` away, whatever way it is turned (facing weighs more here than at a table:
+    ``TV_FACING_WEIGHT``, so a seat facing a table nearby is that table's)."""
     gap, _ = convex_signed_distance(m.hull, a.hull)
-    if not TV_MIN_M <= gap <= TV_MAX_M:
+    if not TV_MIN_M <= gap <= TV_REACH_M:
         return None
-    to_tv = a.centre - m.centre
-    angle = _angle_deg(mf.world, to_tv)
-    if angle > TV_FACING_MAX_DEG:
-        return None
-    front_ok = 1.0
+    rel = m.centre - a.centre
+    extra, front_words = 0.0, "before its front"
     if af.world is not None:
-        if float(af.world @ (m.centre - a.centre)) <= 0:
-            return None   # behind the stand
-    else:
-        front_ok = 0.6
-    conf = (_ramp(angle, 12.0, TV_FACING_MAX_DEG + 8) * front_ok
-            * min(1.0, mf.confidence + 0.3))
-    return Candidate(a.name, conf, f"faces it ({angle:.0f} deg) from {gap:.2f} m; front "
-                                    f"{mf.how}", gap)
+        front = af.world
+    else:   # front unknown: before either long side, and less sure
+        front = a.e_short * math.copysign(1.0, float(rel @ a.e_short))
+        extra, front_words = 0.15, "beside a long side (its front undetermined)"
+    if _angle_deg(front, rel) > TV_CONE_DEG:
+        return None
+    error = facing_error_deg(mf, a.centre - m.centre)
+    cost = (TV_BASE_COST + 0.15 * max(0.0, gap - 2.5) + extra
+            + TV_FACING_WEIGHT * (0.5 if error is None else min(error, 90.0) / 90.0))
+    return Candidate(a.name, cost, f"{front_words}, {gap:.2f} m away, "
+                                   f"{_facing_words(error, 'the stand')}", gap, "before")
 
 
 def beside_bed(a: Shape, af: Front, m: Shape) -> Candidate | None:
     """Beside a side of the bed (the sides run along its front direction; without a front,
-    along its long axis) near the head end (the end away from its front)."""
+    along its long axis), within ``BED_SIDE_REACH_M`` of it and ``BED_HEAD_REACH_M`` of the
+    head end (the end away from its front). Slot: the side it stands at (one each)."""
     gap, _ = convex_signed_distance(m.hull, a.hull)
-    if gap > BED_SIDE_GAP_M or gap < -0.05:
+    if gap > BED_DOUBT_M or gap < -BED_PUSHED_IN_M:
         return None
     axis = snap(af.world, a) if af.world is not None else a.e_long
     across = np.array([-axis[1], axis[0]])
     depth = a.length if abs(float(axis @ a.e_long)) > 0.7 else a.width
     span = a.width if depth == a.length else a.length
     rel = m.centre - a.centre
-    if abs(float(rel @ across)) - span / 2.0 < -0.05:
+    lateral = float(rel @ across)
+    if abs(lateral) - span / 2.0 < -0.05:
         return None   # at an end, not beside a side
     along = float(rel @ axis)
     if af.world is not None:   # the head end is behind the front
-        from_head = depth / 2.0 + along
-        conf_head = 1.0
+        from_head, extra = depth / 2.0 + along, 0.0
     else:   # the head end unknown: either end, and less sure
-        from_head = depth / 2.0 - abs(along)
-        conf_head = 0.55
+        from_head, extra = depth / 2.0 - abs(along), 0.15
     if from_head > BED_HEAD_REACH_M:
         return None
-    conf = conf_head * _ramp(gap, 0.2, BED_SIDE_GAP_M + 0.1) * _ramp(from_head, 0.5,
-                                                                      BED_HEAD_REACH_M + 0.2)
-    return Candidate(a.name, conf, f"beside its side ({max(gap, 0):.2f} m), "
-                                    f"{max(from_head, 0):.2f} m from its head end", gap)
+    cost = (0.7 * max(gap, 0.0) / BED_SIDE_REACH_M
+            + 0.3 * max(from_head, 0.0) / BED_HEAD_REACH_M + extra)
+    words = f"beside its side ({max(gap, 0):.2f} m), {max(from_head, 0):.2f} m from its head end"
+    if gap > BED_SIDE_REACH_M:   # near, but further out than a nightstand: only a doubt
+        cost, words = NONE_COST + 1.0, f"{words}, beyond {BED_SIDE_REACH_M:.2f} m"
+    return Candidate(a.name, cost, words, gap, "side+" if lateral > 0 else "side-")
 
 
 def before_sofa(a: Shape, af: Front, m: Shape) -> Candidate | None:
-    if af.world is None:
-        return None
+    """Before the sofa's front (without one: before either long side, less sure),
+    ``SOFA_TABLE_GAP_M`` from it."""
     gap, _ = convex_signed_distance(m.hull, a.hull)
     if not SOFA_TABLE_GAP_M[0] <= gap <= SOFA_TABLE_GAP_M[1]:
         return None
     rel = m.centre - a.centre
-    if float(rel @ af.world) <= 0 or abs(float(rel @ a.e_long)) > a.length / 2.0:
+    if af.world is not None:
+        front, extra = af.world, 0.0
+    else:
+        front, extra = a.e_short * math.copysign(1.0, float(rel @ a.e_short)), 0.15
+    if float(rel @ front) <= 0 or abs(float(rel @ a.e_long)) > a.length / 2.0 + 0.3:
         return None
-    conf = _ramp(gap, 0.6, SOFA_TABLE_GAP_M[1] + 0.2)
-    return Candidate(a.name, conf, f"before its front, {gap:.2f} m away", gap)
+    cost = abs(gap - SOFA_TABLE_BEST_M) / 1.0 + extra
+    return Candidate(a.name, cost, f"before its front, {gap:.2f} m away", gap, "front")
+
+
+def capacity(arole: str, a: Shape, af: Front, widths: Sequence[float]) -> dict[str, int]:
+    """Members an anchor's edges hold, by slot: a table's perimeter (a desk's front) over
+    the members' width plus ``SEAT_SPACING_M``; a bed one per side; a sofa one coffee
+    table; a TV stand ``TV_CAPACITY`` seats."""
+    if arole == "bed":
+        return {"side+": 1, "side-": 1}
+    if arole == "sofa":
+        return {"front": 1}
+    if arole == "tv_stand":
+        return {"before": TV_CAPACITY}
+    w = float(np.median(widths)) if len(widths) else 0.5
+    if arole == "desk" and af.world is not None:
+        along_front = abs(float(snap(af.world, a) @ a.e_long)) > 0.7
+        edge = a.width if along_front else a.length
+    else:
+        edge = math.pi * a.length if a.round else 2.0 * (a.length + a.width)
+    return {"around": max(1, int(edge // (w + SEAT_SPACING_M)))}
+
+
+# --------------------------------------------------------------------------- assignment
+def min_cost_assignment(cost: np.ndarray) -> list[int]:
+    """The column of each row in a minimum-cost assignment of ``cost`` (rows <= columns,
+    every row assigned, each column at most once): the Hungarian method with potentials,
+    O(rows^2 columns), its inner loop over columns vectorised."""
+    c = np.asarray(cost, dtype=float)
+    n, m = c.shape
+    if n > m:
+        raise ValueError(f"{n} rows and only {m} columns")
+    u, v = np.zeros(n + 1), np.zeros(m + 1)
+    p = np.zeros(m + 1, dtype=np.int64)      # p[j]: the row (1-based) holding column j
+    way = np.zeros(m + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        p[0], j0 = i, 0
+        minv = np.full(m + 1, np.inf)
+        used = np.zeros(m + 1, dtype=bool)
+        while True:
+            used[j0] = True
+            i0 = int(p[j0])
+            cur = c[i0 - 1] - u[i0] - v[1:]
+            free = ~used[1:]
+            better = free & (cur < minv[1:])
+            minv[1:][better] = cur[better]
+            way[1:][better] = j0
+            masked = np.where(free, minv[1:], np.inf)
+            j1 = int(np.argmin(masked)) + 1
+            delta = float(masked[j1 - 1])
+            held = np.flatnonzero(used)
+            u[p[held]] += delta
+            v[held] -= delta
+            minv[1:][free] -= delta
+            j0 = j1
+            if p[j0] == 0:
+                break
+        while j0:
+            j1 = int(way[j0])
+            p[j0] = p[j1]
+            j0 = j1
+    out = [-1] * n
+    for j in range(1, m + 1):
+        if p[j]:
+            out[int(p[j]) - 1] = j - 1
+    return out
+
+
+def assign(candidates: Mapping[str, Sequence[Candidate]],
+           capacities: Mapping[str, Mapping[str, int]]) -> dict[str, Candidate | None]:
+    """Each member to at most one anchor slot, over the whole room at once: the
+    minimum-cost assignment of members to the anchors' slots (``capacities``: anchor ->
+    slot -> how many) with a "none" for every member at ``NONE_COST`` (more than any
+    candidate's cost, so a member is left out only when the places it could take are held
+    by members nearer to them)."""
+    names = sorted(n for n, cs in candidates.items() if cs)
+    columns: list[tuple[str, str]] = []
+    for anchor in sorted(capacities):
+        for slot, cap in sorted(capacities[anchor].items()):
+            wanted = sum(1 for n in names for c in candidates[n]
+                         if c.anchor == anchor and c.slot == slot and c.holds)
+            columns += [(anchor, slot)] * min(cap, wanted)
+    out: dict[str, Candidate | None] = {n: None for n in candidates}
+    if not names or not columns:
+        return out
+    index: dict[tuple[str, str], list[int]] = {}
+    for j, key in enumerate(columns):
+        index.setdefault(key, []).append(j)
+    cost = np.full((len(names), len(columns) + len(names)), NONE_COST)
+    cost[:, :len(columns)] = _NEVER
+    by_column: dict[tuple[int, int], Candidate] = {}
+    for i, n in enumerate(names):
+        for c in candidates[n]:
+            if not c.holds:
+                continue
+            for j in index.get((c.anchor, c.slot), ()):
+                cost[i, j] = c.cost
+                by_column[(i, j)] = c
+    for i, j in enumerate(min_cost_assignment(cost)):
+        out[names[i]] = by_column.get((i, j))
+    return out

@@ -5,19 +5,24 @@ A scene an artist made, downloaded or a generator wrote has no ``inputs/relation
 unit, in its root's frame, as ``worker.units`` evaluates it) and proposes the groups: each
 with an anchor, members, the target-spec hints (``relation``) and a ``proposal`` block saying
 how sure it is and why. Roles come from measured geometry, not names
-(``island_tools.scene.furniture``); fronts and memberships from placement
+(``island_tools.scene.furniture``); fronts, candidates and the room's one assignment of
+members to anchors from placement, facing only a tie-breaker
 (``island_tools.scene.members``); the units of a .blend from its hierarchy
-(``island_tools.scene.scene_units``). A unit that qualifies for two anchors is proposed
-with the better one but ``uncertain``, naming the other.
+(``island_tools.scene.scene_units``).
 
-Doubt is never decided silently: a member that could belong to two anchors, a front or role
-the geometry does not settle, a lopsided arrangement that matches no pattern, or a unit no
-role fits standing where a member would, makes the group ``uncertain`` with the reasons.
-Target specs come from ``validate.resolve_target_spec`` (the pipeline's own inference and
-conventions) fed the role and, for tables, the pattern the members' edges show.
+Doubt is never decided silently: a member that could belong to two anchors, an object of a
+member role within reach that the group does not hold (named in ``proposal.doubtful``), a
+front or role the geometry does not settle, members in order in no usual arrangement, or a
+unit no role fits standing where a member would, makes the group ``uncertain`` with the
+reasons. Context (``CONTEXT_ROLES``) never does. Target specs come from the anchor and the
+members in order (``propose_spec.group_hints``: the usual arrangement of their count at an
+anchor of this size, a clearance most members in order agree on, else the convention),
+checked through
+``validate.resolve_target_spec`` (the pipeline's own inference and conventions);
+``evidence.target_spec_inferred`` says how each value was inferred.
 
 The graph document adds, per group, ``proposal`` (status, confidence, reasons, evidence,
-member_confidence, uncertain_members) and, on top, ``proposed`` (by, scene_sha256,
+member_confidence, uncertain_members, doubtful) and, on top, ``proposed`` (by, scene_sha256,
 unassigned); ``relation_graph.parse_relation_graph`` validates both
 (docs/SCENE_PIPELINE.md, "Proposing a relation graph").
 """
@@ -40,7 +45,6 @@ from .errors import RelationGraphError
 from .furniture import (
     CONTEXT_ROLES,
     WALL_LIKE_ROLES,
-    Role,
     Shape,
     UnitInput,
     classify,
@@ -48,19 +52,25 @@ from .furniture import (
     role_evidence,
 )
 from .members import (
-    BED_SIDE_GAP_M,
-    TABLE_REACH_M,
-    TV_MAX_M,
+    AMBIGUOUS_COST,
+    BED_SIDE_REACH_M,
+    MEMBER_ROLES,
+    SEAT_REACH_M,
+    TV_REACH_M,
     Candidate,
     Front,
+    assign,
     before_sofa,
     beside_bed,
+    capacity,
     detect_front,
     seat_at_table,
     seat_at_tv,
 )
 from .paths import SCENE_BLEND, ScenePaths
-from .relation_graph import GRAPH_VERSION, HINT_KEYS, GroupSpec, parse_relation_graph
+from .propose_spec import Piece as _Piece
+from .propose_spec import group_hints, spec_check
+from .relation_graph import GRAPH_VERSION, HINT_KEYS, parse_relation_graph
 from .scene_units import read_scene_units
 
 __all__ = ["UnitInput", "propose_for_run", "propose_scene", "propose_units", "proposal_lines"]
@@ -68,23 +78,16 @@ __all__ = ["UnitInput", "propose_for_run", "propose_scene", "propose_units", "pr
 PROPOSED_BY = "island-refine propose"
 FLOOR_TOL_M = 0.25           # a unit whose base is higher above the floor stands on nothing
 UNKNOWN_MIN_HEIGHT_M = 0.4   # a unit no role fits, this tall and wide, near an anchor ...
-UNKNOWN_MIN_SIDE_M = 0.3     # ... makes its group uncertain (it may be a member)
+UNKNOWN_MIN_SIDE_M = 0.3     # ... makes its group uncertain (it may be a member) ...
+UNKNOWN_MAX_SIDE_M = 4.0     # ... unless it is larger than furniture (a room's shell)
+UNKNOWN_MAX_HEIGHT_M = 2.6
 CONFIDENT = 0.5              # member / group confidence below this is uncertain
-DEFAULT_CLEARANCE_M = {"table": 0.10, "long_table": 0.10, "round_table": 0.10,
-                       "desk": 0.10, "bed": 0.05, "sofa": 0.40}
-TV_CLEARANCE_RANGE_M = (1.2, 3.0)
+KIND_SIZE_M = 0.10           # a seat of another role this close in size is the same kind
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
 
 # --------------------------------------------------------------------------- proposing
-@dataclass
-class _Piece:
-    shape: Shape
-    role: Role
-    front: Front
-
-
 def _anchor_role(p: _Piece) -> str | None:
     """A desk is a desk-shaped top with a front (its kneehole side); without one it is a
     table (seats anywhere around it)."""
@@ -94,139 +97,143 @@ def _anchor_role(p: _Piece) -> str | None:
     return r if r in ANCHOR_ROLES else None
 
 
-def _candidates(m: _Piece, anchors: Mapping[str, _Piece]) -> list[Candidate]:
-    mrole = m.role.role
+def _candidates(m: _Piece, anchors: Mapping[str, _Piece], role: str | None = None
+                ) -> list[Candidate]:
+    """Every anchor ``m`` (taken as ``role``, by default its own) could belong to, the
+    nearest first."""
+    mrole = role or m.role.role
     out: list[Candidate] = []
     for name, a in anchors.items():
-        if name == m.shape.name:
-            continue
         arole = _anchor_role(a)
-        found = None
-        if arole in ("table", "desk") and mrole in ("chair", "armchair", "stool"):
-            found = seat_at_table(a.shape, m.shape, m.front, mrole)
-            if found is not None and arole == "desk" and a.front.world is not None:
-                if float(a.front.world @ (m.shape.centre - a.shape.centre)) <= 0:
-                    found = None   # behind the desk
-        elif arole == "tv_stand" and mrole in ("sofa", "armchair", "chair"):
+        if name == m.shape.name or arole is None or mrole not in MEMBER_ROLES[arole]:
+            continue
+        if arole in ("table", "desk"):
+            found = seat_at_table(a.shape, a.front, arole, m.shape, m.front)
+        elif arole == "tv_stand":
             found = seat_at_tv(a.shape, a.front, m.shape, m.front)
-        elif arole == "bed" and mrole in BESIDE_BED_ROLES:
+        elif arole == "bed":
             found = beside_bed(a.shape, a.front, m.shape)
-        elif arole == "sofa" and mrole == "coffee_table":
+        else:
             found = before_sofa(a.shape, a.front, m.shape)
         if found is not None:
             out.append(found)
-    return sorted(out, key=lambda c: (-c.confidence, c.anchor))
-
-
-def _edge_counts(a: Shape, members: Sequence[Shape]) -> dict[str, list[int]]:
-    """Members per rectangle edge of the anchor, by role: long [a, b], short [c, d]."""
-    counts = {"+l": 0, "-l": 0, "+s": 0, "-s": 0}
-    for m in members:
-        rel = m.centre - a.centre
-        du = abs(float(rel @ a.e_long)) - a.length / 2.0
-        dv = abs(float(rel @ a.e_short)) - a.width / 2.0
-        if du > dv:
-            counts["+s" if rel @ a.e_long > 0 else "-s"] += 1
-        else:
-            counts["+l" if rel @ a.e_short > 0 else "-l"] += 1
-    return {"long": sorted([counts["+l"], counts["-l"]], reverse=True),
-            "short": sorted([counts["+s"], counts["-s"]], reverse=True)}
-
-
-def canonical_edges(a: Shape, members: Sequence[Shape]) -> dict[str, int]:
-    """Members per edge of the anchor's footprint box in its canonical frame (the anchor's
-    own axes, as ``geometry`` sorts members onto ``+x``/``-x``/``+y``/``-y``)."""
-    q = (a.hull - a.origin) @ a.rot2
-    lo, hi = q.min(axis=0), q.max(axis=0)
-    mid, half = (lo + hi) / 2.0, (hi - lo) / 2.0
-    out: dict[str, int] = {}
-    for m in members:
-        d = (m.centre - a.origin) @ a.rot2 - mid
-        if abs(d[0]) - half[0] > abs(d[1]) - half[1]:
-            edge = "+x" if d[0] > 0 else "-x"
-        else:
-            edge = "+y" if d[1] > 0 else "-y"
-        out[edge] = out.get(edge, 0) + 1
-    return dict(sorted(out.items()))
-
-
-def _table_hints(a: Shape, members: Sequence[Shape]) -> tuple[dict[str, Any], str | None,
-                                                                 str]:
-    """(relation hints, why the pattern is unclear or None, evidence) for a table group."""
-    k = len(members)
-    if a.round:
-        return {"anchor_role": "round_table", "pattern": "ring"}, None, \
-            "round top: members in a ring"
-    role = "long_table" if a.length / max(a.width, 1e-9) >= 1.5 else "table"
-    edges = _edge_counts(a, members)
-    shown = f"long edges {edges['long']}, short edges {edges['short']}"
-    nonempty = sum(1 for v in (*edges["long"], *edges["short"]) if v)
-    if nonempty == 1:
-        return {"anchor_role": role, "pattern": "row"}, None, f"all {k} on one edge ({shown})"
-    if edges == {"long": [2, 2], "short": [1, 0]}:
-        return {"anchor_role": role, "pattern": "2+2+1"}, None, shown
-    if edges == {"long": [2, 2], "short": [1, 1]}:
-        return {"anchor_role": role, "pattern": "2+2+1+1"}, None, shown
-    seen = canonical_edges(a, members)
-    if len(seen) == 2 and {e[1] for e in seen} == {"x", "y"}:
-        return {"anchor_role": role, "pattern": "L"}, None, f"two adjacent edges ({shown})"
-    if edges["long"][0] == edges["long"][1] and edges["short"][0] == edges["short"][1]:
-        layout = {"long": edges["long"][0], "short": edges["short"][0]}
-        layout = {key: n for key, n in layout.items() if n}
-        return ({"anchor_role": role, "pattern": "free", "layout": layout,
-                 "free_note": f"proposed from the members' edges: {shown}"}, None, shown)
-    if all(abs(v[0] - v[1]) <= 1 for v in edges.values()):
-        # opposite edges within one member of each other: a tidy layout, kept as seen
-        return ({"anchor_role": role, "pattern": "free", "layout": seen,
-                 "free_note": f"proposed as seen: {shown}"}, None,
-                f"{shown}: opposite edges within one member, kept as seen ({seen})")
-    return ({"anchor_role": role, "pattern": "free", "layout": seen,
-             "free_note": f"proposed as seen: {shown}"},
-            f"pattern unclear: the {k} members sit on {shown}, lopsided and matching no "
-            f"pattern; proposed as seen ({seen})", shown)
-
-
-def _tv_clearance(a: Shape, members: Sequence[Shape]) -> float:
-    gaps = [convex_signed_distance(m.hull, a.hull)[0] for m in members]
-    lo, hi = TV_CLEARANCE_RANGE_M
-    return round(min(hi, max(lo, float(np.median(gaps)))) / 0.05) * 0.05
-
-
-def _group_hints(role: str, a: Shape, members: Sequence[Shape]
-                 ) -> tuple[dict[str, Any], str | None, str]:
-    if role == "table":
-        hints, unclear, note = _table_hints(a, members)
-        hints["clearance_m"] = DEFAULT_CLEARANCE_M["table"]
-        return hints, unclear, note
-    if role == "tv_stand":
-        return ({"anchor_role": "tv_stand", "clearance_m": _tv_clearance(a, members)}, None,
-                "convention: seats before the TV stand's front")
-    if role == "bed" and len(members) != 2:
-        seen = canonical_edges(a, members)
-        return ({"anchor_role": "bed", "clearance_m": DEFAULT_CLEARANCE_M["bed"],
-                 "pattern": "free", "facing": "parallel_to_anchor_long_axis",
-                 "layout": {**seen, "align": "back"},
-                 "free_note": f"{len(members)} beside the bed at the headboard, as seen"},
-                None, f"{len(members)} beside the head end ({seen})")
-    return ({"anchor_role": role, "clearance_m": DEFAULT_CLEARANCE_M.get(role, 0.10)}, None,
-            f"convention of a {role}")
-
-
-def _spec_check(gid: str, anchor: str, members: Sequence[str], hints: dict[str, Any],
-                a: Shape) -> dict[str, Any]:
-    """The hints as the pipeline will read them: ``validate.resolve_target_spec`` (the
-    pipeline's inference and conventions) must turn them into a valid target spec."""
-    from .validate import resolve_target_spec
-
-    spec = GroupSpec(gid, anchor, tuple(members), dict(hints))
-    shape = "round" if a.round else "rect"
-    ratio = a.length / max(a.width, 1e-9)
-    resolved, _ = resolve_target_spec(spec, shape, ratio, "relation_graph.json")
-    return resolved.to_dict()
+    return sorted(out, key=lambda c: (c.cost, c.anchor))
 
 
 def _round(x: float) -> float:
     return round(float(x), 3) + 0.0
+
+
+@dataclass
+class _Membership:
+    """Who holds whom after the room's one assignment, and every doubt, where it is."""
+
+    held: dict[str, Candidate]                   # member -> the candidate it holds
+    candidates: dict[str, list[Candidate]]       # member-role object -> its anchors
+    uncertain: dict[str, str]                    # held member -> why it is in doubt
+    doubtful: dict[str, dict[str, str]]          # anchor -> object it does not hold -> why
+    left: dict[str, str]                         # member-role object in no group -> why
+
+
+def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
+                unsettled: Sequence[Shape]) -> tuple[dict[str, _Piece], _Membership]:
+    """(the anchors that hold a group, who belongs where): coffee tables to sofas first (a
+    sofa holding one anchors that group and is nobody's member), then one assignment of
+    every other member-role object over the whole room (``members.assign``)."""
+    sofas = {n: p for n, p in anchors.items() if _anchor_role(p) == "sofa"}
+    tables = {n: _candidates(p, sofas) for n, p in pieces.items()
+              if p.role.role == "coffee_table"}
+    coffee = assign(tables, {n: {"front": 1} for n in sofas})
+    holding = {c.anchor for c in coffee.values() if c is not None}
+    live = {n: p for n, p in anchors.items() if _anchor_role(p) != "sofa" or n in holding}
+    cands = {n: cs for n, p in pieces.items() if n not in live
+             for cs in [_candidates(p, live)] if cs}
+    caps = {n: capacity(_anchor_role(a) or "table", a.shape, a.front,
+                        [pieces[m].shape.width for m, cs in cands.items()
+                         if any(c.anchor == n for c in cs)]) for n, a in live.items()}
+    chosen = assign(cands, caps)
+    left: dict[str, str] = {}
+    by_anchor: dict[str, list[str]] = {}
+    for n, c in chosen.items():
+        if c is not None:
+            by_anchor.setdefault(c.anchor, []).append(n)
+    for anchor, names in by_anchor.items():
+        if _anchor_role(live[anchor]) in ("table", "desk"):
+            for n, why in _odd_seats(names, pieces, chosen).items():
+                chosen[n] = None
+                left[n] = why
+    held = {n: c for n, c in chosen.items() if c is not None}
+    out = _Membership(held, cands, {}, {}, {})
+    for n, cs in cands.items():
+        c = chosen.get(n)
+        role = pieces[n].role.role
+        if c is not None:
+            others = [x for x in cs if x.anchor != c.anchor]
+            if others and others[0].cost - c.cost < AMBIGUOUS_COST:
+                o = others[0]
+                out.uncertain[n] = f"also {_gap_words(o.gap_m)} from '{o.anchor}': {o.evidence}"
+                out.doubtful.setdefault(o.anchor, {})[n] = (
+                    f"{role} held by '{c.anchor}' ({c.evidence}) but nearly as near to this "
+                    f"anchor: {o.evidence}")
+            continue
+        for x in cs:
+            why = left.get(n) or (
+                "its places are held by members nearer to it" if x.holds else "too far out "
+                "to be held")
+            out.doubtful.setdefault(x.anchor, {})[n] = f"{role} {x.evidence}; not held: {why}"
+        out.left[n] = (f"{role}: not held by an anchor within reach "
+                       f"({left.get(n) or 'their places held by nearer members, or too far'}"
+                       f"; named doubtful by {', '.join(repr(x.anchor) for x in cs)})")
+    for n, p in pieces.items():   # a role not settled: it may be a member of another kind
+        if n in live or p.role.settled or not p.role.runner_up:
+            continue
+        other, s2 = p.role.runner_up
+        for x in _candidates(p, live, role=other):
+            if (n in held and held[n].anchor == x.anchor) or x.anchor not in live:
+                continue
+            out.doubtful.setdefault(x.anchor, {}).setdefault(
+                n, f"role not settled ({p.role.role} {p.role.score:.2f} against {other} "
+                   f"{s2:.2f}): as a {other} it stands {x.evidence}")
+    for anchor, a in live.items():
+        for name, why in _unsettled_near(a, unsettled).items():
+            out.doubtful.setdefault(anchor, {})[name] = why
+    return live, out
+
+
+def _gap_words(gap: float) -> str:
+    return f"{max(gap, 0):.2f} m" if gap >= 0 else f"pushed {-gap:.2f} m in"
+
+
+def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
+               chosen: Mapping[str, Candidate | None]) -> dict[str, str]:
+    """Seats of another kind among a table's (a stool or an armchair among its chairs):
+    not taken as members, but named. The kind most seats are (ties: the nearer) holds;
+    a seat of another role the size of those (``KIND_SIZE_M``) is the same piece read
+    differently and stays."""
+    kinds: dict[str, list[str]] = {}
+    for n in names:
+        kinds.setdefault(pieces[n].role.role or "", []).append(n)
+    if len(kinds) < 2:
+        return {}
+
+    def nearness(kind: str) -> tuple[int, float]:
+        return (-len(kinds[kind]), sum(c.cost for n in kinds[kind]
+                                       if (c := chosen.get(n)) is not None))
+
+    main = min(kinds, key=nearness)
+    size = np.median([[pieces[n].shape.length, pieces[n].shape.width, pieces[n].shape.height]
+                      for n in kinds[main]], axis=0)
+    out = {}
+    for kind, ns in kinds.items():
+        if kind == main:
+            continue
+        for n in ns:
+            s = pieces[n].shape
+            if np.all(np.abs(np.array([s.length, s.width, s.height]) - size) <= KIND_SIZE_M):
+                continue
+            out[n] = (f"a {kind} ({s.length:.2f}x{s.width:.2f} m, {s.height:.2f} m tall) among "
+                      f"{len(kinds[main])} {main}(s) of another size: another kind of seat")
+    return out
 
 
 def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
@@ -270,7 +277,8 @@ def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
                                          "floor: it stands on nothing a group is made of"})
             continue
         if role.role is None:
-            if s.height >= UNKNOWN_MIN_HEIGHT_M and s.width >= UNKNOWN_MIN_SIDE_M:
+            if (UNKNOWN_MIN_HEIGHT_M <= s.height <= UNKNOWN_MAX_HEIGHT_M
+                    and UNKNOWN_MIN_SIDE_M <= s.width and s.length <= UNKNOWN_MAX_SIDE_M):
                 unsettled.append(s)
             best = role.runner_up
             unassigned.append({"name": name, "role": None,
@@ -283,33 +291,23 @@ def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
     for p in pieces.values():
         p.front = detect_front(p.shape, p.role.role, walls)
     anchors = {n: p for n, p in pieces.items() if _anchor_role(p) is not None}
-    # a sofa facing a TV stand is that stand's member, so it anchors no group of its own
-    tv_stands = {n: q for n, q in anchors.items() if _anchor_role(q) == "tv_stand"}
-    seated = {n for n, p in anchors.items() if _candidates(p, tv_stands)}
-    live = {n: q for n, q in anchors.items() if n not in seated}
-    taken: dict[str, tuple[Candidate, list[Candidate]]] = {}
-    for name, p in pieces.items():
-        if name in live:
-            continue
-        cands = _candidates(p, live)
-        if cands:
-            taken[name] = (cands[0], cands[1:])
+    live, found = _membership(pieces, anchors, unsettled)
     groups_by_anchor: dict[str, list[str]] = {}
-    for name, (chosen, _) in taken.items():
-        groups_by_anchor.setdefault(chosen.anchor, []).append(name)
+    for name, c in found.held.items():
+        groups_by_anchor.setdefault(c.anchor, []).append(name)
     groups: list[dict[str, Any]] = []
     counters: dict[str, int] = {}
     in_group: set[str] = set()
-    for anchor in sorted(groups_by_anchor, key=lambda n: (anchors[n].shape.centre[0],
-                                                          anchors[n].shape.centre[1], n)):
+    for anchor in sorted(groups_by_anchor, key=lambda n: (live[n].shape.centre[0],
+                                                          live[n].shape.centre[1], n)):
         members = sorted(groups_by_anchor[anchor])
-        groups.append(_group(anchor, members, pieces, taken, counters,
-                             _unsettled_near(anchors[anchor], unsettled)))
+        groups.append(_group(anchor, members, pieces, found, counters))
         in_group.update([anchor, *members])
     for name, p in pieces.items():
         if name in in_group:
             continue
-        unassigned.append({"name": name, "role": p.role.role, "reason": _why_alone(p, anchors)})
+        unassigned.append({"name": name, "role": p.role.role,
+                           "reason": found.left.get(name) or _why_alone(p)})
     return {"version": GRAPH_VERSION,
             "description": f"proposed by {PROPOSED_BY} from the furniture's geometry",
             "groups": groups,
@@ -317,12 +315,15 @@ def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
                          "unassigned": sorted(unassigned, key=lambda u: u["name"])}}
 
 
-def _why_alone(p: _Piece, anchors: Mapping[str, _Piece]) -> str:
+def _why_alone(p: _Piece) -> str:
     role = p.role.role
-    if role in ANCHOR_ROLES or (role == "table"):
+    if role == "sofa":
+        return ("sofa: no coffee table before it, and before no TV stand's front within "
+                "reach")
+    if role in ANCHOR_ROLES:
         return f"{role_evidence(p.shape, role or '')}; nothing stands by it as a member would"
     if role in ("chair", "armchair", "stool"):
-        return f"{role}: faces no table, desk or TV stand within reach"
+        return f"{role}: within reach of no table, desk or TV stand"
     if role in BESIDE_BED_ROLES:
         return f"{role}: beside no bed's head end"
     if role == "coffee_table":
@@ -330,24 +331,23 @@ def _why_alone(p: _Piece, anchors: Mapping[str, _Piece]) -> str:
     return f"{role_evidence(p.shape, role or '')}: not a role of any group"
 
 
-def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> list[str]:
+def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
     """Why the group may be missing a member: furniture-sized units no role fits standing
     where this anchor's members stand (they could be a seat the rules do not know)."""
     role = _anchor_role(a)
-    reach = {"tv_stand": TV_MAX_M, "bed": BED_SIDE_GAP_M}.get(role or "", TABLE_REACH_M)
-    out = []
+    reach = {"tv_stand": TV_REACH_M, "bed": BED_SIDE_REACH_M}.get(role or "", SEAT_REACH_M)
+    out = {}
     for s in unsettled:
         gap, _ = convex_signed_distance(s.hull, a.shape.hull)
         if gap <= reach:
-            out.append(f"'{s.name}' ({s.length:.2f}x{s.width:.2f} m, {s.height:.2f} m tall) "
-                       f"stands {max(gap, 0):.2f} m from the anchor and no role fits it: it "
-                       "may be a member")
+            out[s.name] = (f"'{s.name}' ({s.length:.2f}x{s.width:.2f} m, {s.height:.2f} m "
+                           f"tall) stands {max(gap, 0):.2f} m from the anchor and no role "
+                           "fits it: it may be a member")
     return out
 
 
 def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
-           taken: Mapping[str, tuple[Candidate, list[Candidate]]],
-           counters: dict[str, int], unsettled: Sequence[str] = ()) -> dict[str, Any]:
+           found: _Membership, counters: dict[str, int]) -> dict[str, Any]:
     a = pieces[anchor]
     role = _anchor_role(a) or "table"
     counters[role] = counters.get(role, 0) + 1
@@ -357,13 +357,12 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
     member_evidence: dict[str, str] = {}
     uncertain: dict[str, str] = {}
     for m in members:
-        best, others = taken[m]
+        best = found.held[m]
         p = pieces[m]
         conf = best.confidence * (1.0 if p.role.settled else 0.6)
         member_evidence[m] = f"{role_evidence(p.shape, p.role.role or '')}; {best.evidence}"
-        if others:
-            o = others[0]
-            uncertain[m] = f"also {max(o.gap_m, 0):.2f} m from '{o.anchor}': {o.evidence}"
+        if m in found.uncertain:
+            uncertain[m] = found.uncertain[m]
             conf = min(conf, 0.45)
         elif not p.role.settled and p.role.runner_up:
             uncertain[m] = (f"role not settled: {p.role.role} {p.role.score:.2f} against "
@@ -372,8 +371,7 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
         elif conf < CONFIDENT:
             uncertain[m] = f"weak evidence ({conf:.2f}): {best.evidence}"
         member_conf[m] = _round(conf)
-    hints, unclear, pattern_note = _group_hints(role, a.shape,
-                                                [pieces[m].shape for m in members])
+    hints, unclear, pattern_note, inferred = group_hints(role, a, [pieces[m] for m in members])
     anchor_conf = a.role.score * (1.0 if a.role.settled else 0.6)
     anchor_evidence = role_evidence(a.shape, role)
     if role == "desk":
@@ -391,11 +389,14 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
                        f"{a.role.runner_up[0]} {a.role.runner_up[1]:.2f}")
     if unclear:
         reasons.append(unclear)
-    reasons.extend(unsettled)
+    doubtful = {n: why for n, why in sorted(found.doubtful.get(anchor, {}).items())
+                if n not in members and n != anchor}
+    for n, why in doubtful.items():
+        reasons.append(why if why.startswith(f"'{n}'") else f"'{n}' may be a member: {why}")
     for m, why in uncertain.items():
         reasons.append(f"member '{m}': {why}")
     try:
-        spec = _spec_check(gid, anchor, members, hints, a.shape)
+        spec = spec_check(gid, anchor, members, hints, a.shape)
     except RelationGraphError as exc:
         reasons.append(f"no valid target spec from the hints: {exc.reason}")
         hints = {k: v for k, v in hints.items() if k in ("anchor_role", "clearance_m")}
@@ -406,20 +407,25 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
     status = "confident" if not reasons and confidence >= CONFIDENT else "uncertain"
     if status == "uncertain" and not reasons:
         reasons.append(f"low confidence ({confidence:.2f})")
-    evidence = {"anchor": anchor_evidence, "members": member_evidence,
-                "pattern": pattern_note}
+    evidence: dict[str, Any] = {"anchor": anchor_evidence, "members": member_evidence,
+                                "pattern": pattern_note}
     if spec is not None:
         evidence["target_spec"] = (f"{spec['anchor_role']}, pattern {spec['pattern']}, "
                                    f"facing {spec['facing']}, clearance "
                                    f"{spec['clearance_m']:.2f} m"
                                    + (f", layout {spec['layout']}" if spec.get("layout")
                                       else ""))
+        if "facing" not in inferred:
+            inferred["facing"] = (f"{spec['facing']}: "
+                                  + ("the convention" if spec.get("layout") else "default"))
+    evidence["target_spec_inferred"] = inferred
     return {"id": gid, "anchor": anchor, "members": members,
             "relation": {k: hints[k] for k in HINT_KEYS if k in hints},
             "proposal": {"status": status, "confidence": _round(confidence),
                          "reasons": reasons, "evidence": evidence,
                          "member_confidence": member_conf,
-                         "uncertain_members": uncertain}}
+                         "uncertain_members": uncertain,
+                         "doubtful": doubtful}}
 
 
 def propose_scene(scene_dir: str | os.PathLike[str], run_job: RunJob,

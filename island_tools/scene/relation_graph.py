@@ -39,6 +39,7 @@ from ..measure.layout import LayoutError, parse_layout
 from ..schemas import (
     FACINGS,
     MAX_CLEARANCE_M,
+    MIN_CLEARANCE_M,
     PATTERNS,
     SPACINGS,
     TargetSpec,
@@ -53,7 +54,7 @@ _TOP_KEYS = {"version", "groups", "description", "proposed"}
 _GROUP_KEYS = {"id", "anchor", "members", "relation", "target_spec", "forward_axis", "proposal"}
 PROPOSAL_STATUSES = ("confident", "uncertain")
 _PROPOSAL_KEYS = {"status", "confidence", "reasons", "evidence", "member_confidence",
-                  "uncertain_members"}
+                  "uncertain_members", "doubtful"}
 _PROPOSED_KEYS = {"by", "scene_sha256", "unassigned"}
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HINT_KEYS = ("anchor_role", "pattern", "facing", "spacing", "clearance_m", "free_note",
@@ -197,12 +198,14 @@ def _check_hints(hints: Any, where: str, gid: str, file: str) -> dict[str, Any]:
                            file)
         if key == "clearance_m" and (not isinstance(value, (int, float))
                                      or isinstance(value, bool) or not math.isfinite(value)
-                                     or value < 0):
-            raise _err(f, f"group '{gid}': must be a finite number >= 0, got {value!r}", file)
+                                     or value < MIN_CLEARANCE_M):
+            raise _err(f, f"group '{gid}': must be a finite number >= {MIN_CLEARANCE_M:g} "
+                          f"(negative: pushed in under the anchor), got {value!r}", file)
         if key == "clearance_m" and value > MAX_CLEARANCE_M:
             raise _err(f, f"group '{gid}': is {value!r} m, more than {MAX_CLEARANCE_M:g} m "
                           "between the anchor and a member", file,
-                       f"give the clearance in metres, from 0 to {MAX_CLEARANCE_M:g}")
+                       f"give the clearance in metres, from {MIN_CLEARANCE_M:g} to "
+                       f"{MAX_CLEARANCE_M:g}")
         if key in ("anchor_role", "free_note") and (not isinstance(value, str)
                                                     or not value.strip()):
             raise _err(f, f"group '{gid}': must be a non-empty string", file)
@@ -352,16 +355,43 @@ def _check_proposal(doc: Any, where: str, gid: str, anchor: str, members: tuple[
     for key, value in evidence.items():
         if key == "members":
             _check_names(value, f"{where}.evidence.members", gid, members, file, "text")
+        elif key == "target_spec_inferred":
+            _check_texts(value, f"{where}.evidence.target_spec_inferred", gid, file,
+                         "field name")
         elif not isinstance(value, str):
             raise _err(f"{where}.evidence.{key}", f"group '{gid}': must be a string", file)
     _check_names(doc.get("member_confidence", {}), f"{where}.member_confidence", gid, members,
                  file, "confidence")
     _check_names(doc.get("uncertain_members", {}), f"{where}.uncertain_members", gid,
                  members, file, "text")
+    doubtful = doc.get("doubtful", {})
+    _check_texts(doubtful, f"{where}.doubtful", gid, file, "object name")
+    for name in doubtful:
+        if name == anchor or name in members:
+            raise _err(f"{where}.doubtful.{name}", f"group '{gid}': {quoted(name)} is in the "
+                                                   "group, so it is not a doubtful outsider",
+                       file, "remove the entry, or the object from the group")
+    if status == "confident" and doubtful:
+        raise _err(f"{where}.doubtful", f"group '{gid}': a confident proposal names no "
+                                        "doubtful objects", file,
+                   "settle them (add each to the group or leave it out) and empty doubtful, "
+                   "or keep status \"uncertain\"")
     return {"status": status, "confidence": float(confidence), "reasons": list(reasons),
             "evidence": dict(evidence),
             "member_confidence": dict(doc.get("member_confidence", {})),
-            "uncertain_members": dict(doc.get("uncertain_members", {}))}
+            "uncertain_members": dict(doc.get("uncertain_members", {})),
+            "doubtful": dict(doubtful)}
+
+
+def _check_texts(value: Any, f: str, gid: str, file: str, key: str) -> None:
+    """``value`` must be an object of non-empty strings keyed by non-empty strings."""
+    if not isinstance(value, dict):
+        raise _err(f, f"group '{gid}': must be an object ({key} -> text)", file)
+    for name, item in value.items():
+        if not isinstance(name, str) or not name:
+            raise _err(f, f"group '{gid}': a key must be a non-empty {key}", file)
+        if not isinstance(item, str) or not item.strip():
+            raise _err(f"{f}.{name}", f"group '{gid}': must be a non-empty string", file)
 
 
 def _check_proposed(doc: Any, file: str, owner: Mapping[str, str]) -> dict[str, Any]:
