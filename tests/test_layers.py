@@ -13,7 +13,7 @@ NOT_IN_BLENDER_PYTHON = {"trimesh", "PIL", "rich", "tqdm", "dask", "fcl", "yaml"
 WORKER_SAFE = {"island_tools", "island_tools.errors", "island_tools.files",
                "island_tools.files.atomic", "island_tools.files.blendfile",
                "island_tools.files.locks", "island_tools.measure", "island_tools.measure.frames",
-               "island_tools.measure.meshcache"}
+               "island_tools.measure.meshcache", "island_tools.measure.riders"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -40,11 +40,13 @@ FACING_WEIGHT = 0.1          # cost of a seat turned fully away: a tie-breaker o
 DESK_SIDE_COST = 0.3         # a seat at a desk's end rather than its front ...
 DESK_BEHIND_COST = 0.6       # ... or behind it
 SEAT_SPACING_M = 0.10        # between seats along an anchor's edge (capacity)
-TV_MIN_M, TV_REACH_M = 0.3, 3.5
+TV_MIN_M, TV_REACH_M = -0.3, 3.5   # pushed against the stand, or up to 3.5 m before it
+TV_NEAR_M = 0.3              # nearer than this a seat is out of order: it costs more
 TV_FACING_WEIGHT = 0.4
 TV_CONE_DEG = 55.0           # "before its front": within this of the front direction
 TV_BASE_COST = 0.35
 TV_CAPACITY = 6
+DESK_PLACE_M = 1.2
 BED_SIDE_REACH_M = 0.8       # a nightstand this far out beside a bed (disorder: 0.6 out)
 BED_HEAD_REACH_M = 1.1
 BED_DOUBT_M = 1.0            # ... up to this beside it, one no bed holds is a doubt
@@ -144,6 +146,7 @@ class Candidate:
     evidence: str
     gap_m: float
     slot: str = "around"
+    facing_deg: float | None = None   # how far the member is turned from facing the anchor
 
     @property
     def holds(self) -> bool:
@@ -197,7 +200,8 @@ def seat_at_table(a: Shape, af: Front, arole: str, m: Shape, mf: Front) -> Candi
             side = ", at its end"
         else:
             side = ", at its front"
-    return Candidate(a.name, cost, f"{_where(gap)}{side}, {_facing_words(error)}", gap)
+    return Candidate(a.name, cost, f"{_where(gap)}{side}, {_facing_words(error)}", gap,
+                     facing_deg=error)
 
 
 def seat_at_tv(a: Shape, af: Front, m: Shape, mf: Front) -> Candidate | None:
@@ -217,10 +221,11 @@ def seat_at_tv(a: Shape, af: Front, m: Shape, mf: Front) -> Candidate | None:
     if _angle_deg(front, rel) > TV_CONE_DEG:
         return None
     error = facing_error_deg(mf, a.centre - m.centre)
-    cost = (TV_BASE_COST + 0.15 * max(0.0, gap - 2.5) + extra
+    cost = (TV_BASE_COST + 0.15 * max(0.0, gap - 2.5) + 0.3 * max(0.0, TV_NEAR_M - gap) + extra
             + TV_FACING_WEIGHT * (0.5 if error is None else min(error, 90.0) / 90.0))
     return Candidate(a.name, cost, f"{front_words}, {gap:.2f} m away, "
-                                   f"{_facing_words(error, 'the stand')}", gap, "before")
+                                   f"{_facing_words(error, 'the stand')}", gap, "before",
+                     facing_deg=error)
 
 
 def beside_bed(a: Shape, af: Front, m: Shape) -> Candidate | None:
@@ -282,8 +287,10 @@ def capacity(arole: str, a: Shape, af: Front, widths: Sequence[float]) -> dict[s
         return {"before": TV_CAPACITY}
     w = float(np.median(widths)) if len(widths) else 0.5
     if arole == "desk" and af.world is not None:
+        # one person works at a desk's front per DESK_PLACE_M of it (a 1.0-1.6 m desk: one)
         along_front = abs(float(snap(af.world, a) @ a.e_long)) > 0.7
         edge = a.width if along_front else a.length
+        return {"around": max(1, int(edge // DESK_PLACE_M))}
     else:
         edge = math.pi * a.length if a.round else 2.0 * (a.length + a.width)
     return {"around": max(1, int(edge // (w + SEAT_SPACING_M)))}

@@ -82,6 +82,7 @@ UNKNOWN_MIN_SIDE_M = 0.3     # ... makes its group uncertain (it may be a member
 UNKNOWN_MAX_SIDE_M = 4.0     # ... unless it is larger than furniture (a room's shell)
 UNKNOWN_MAX_HEIGHT_M = 2.6
 CONFIDENT = 0.5              # member / group confidence below this is uncertain
+TURNED_AWAY_DEG = 30.0       # a held seat turned further from its anchor is out of order
 KIND_SIZE_M = 0.10           # a seat of another role this close in size is the same kind
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
@@ -169,7 +170,10 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
         role = pieces[n].role.role
         if c is not None:
             others = [x for x in cs if x.anchor != c.anchor]
-            if others and others[0].cost - c.cost < AMBIGUOUS_COST:
+            # a seat turned away from its holder has lost the evidence of where it belongs:
+            # another anchor near it is a doubt, whatever the gaps say
+            turned = c.facing_deg is not None and c.facing_deg > TURNED_AWAY_DEG
+            if others and (others[0].cost - c.cost < AMBIGUOUS_COST or turned):
                 o = others[0]
                 out.uncertain[n] = f"also {_gap_words(o.gap_m)} from '{o.anchor}': {o.evidence}"
                 out.doubtful.setdefault(o.anchor, {})[n] = (
