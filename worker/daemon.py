@@ -237,9 +237,12 @@ def status(directory: str | os.PathLike[str] | None = None) -> list[dict[str, An
     out = []
     for key in _known_keys(root):
         paths = Paths(root, key)
-        doc = read_status(paths) or {"key": key}
-        pid = doc.get("pid")
+        found = read_status(paths)
         running = _daemon_running(paths)
+        if found is None and not running:
+            continue   # stopped: it removed its status file; only its lock files are left
+        doc = found or {"key": key}
+        pid = doc.get("pid")
         alive = bool(running and isinstance(pid, int) and pid_alive(pid))
         doc.update(key=key, running=alive, socket=str(paths.sock), log=str(paths.log),
                    this_checkout=doc.get("checkout") == CHECKOUT)

@@ -40,7 +40,7 @@ _RUN_JOB = ("import json, sys; sys.path.insert(0, sys.argv[3]); from worker.jobs
             "json.dump(run_job(json.load(open(sys.argv[1]))), open(sys.argv[2], 'w'))")
 _GEOMETRY = (
     "import json, sys; sys.path.insert(0, sys.argv[4]); "
-    "from island_tools import atomic; from island_tools.measure.frames import as_matrix; "
+    "from island_tools.files import atomic; from island_tools.measure.frames import as_matrix; "
     "from island_tools.measure.geometry import compute_geometry; "
     "from island_tools.iteration import forward_axes, load_group, load_meshes; "
     "g = load_group(sys.argv[1]); meshes, props = load_meshes(g); "

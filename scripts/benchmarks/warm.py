@@ -73,7 +73,7 @@ _COLD_GEOMETRY = r"""
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from island_tools import meshcache
+from island_tools.measure import meshcache
 from island_tools.measure.frames import as_matrix
 from island_tools.measure.geometry import compute_geometry
 meshes, _ = meshcache.load(sys.argv[2])
