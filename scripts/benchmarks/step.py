@@ -79,7 +79,14 @@ def row(label: str, s: dict[str, Any], note: str = "") -> list:
     return [label, round(s["median"], 3), round(s["min"], 3), round(s["max"], 3), s["n"], note]
 
 
+def smoke(args) -> bool:
+    """``--smoke``: the least work through the section's code (scripts/bench.py)."""
+    return bool(getattr(args, "smoke", False))
+
+
 def binary_or_none(args) -> str | None:
+    if smoke(args) and not getattr(args, "blender_bin", None):
+        return None   # a smoke run does only what was asked for
     value = getattr(args, "blender_bin", None) or os.environ.get("BLENDER") \
         or shutil.which("blender")
     return value if value and shutil.which(value) else None
@@ -174,6 +181,7 @@ class ThreeLaunches:
 
 def run(args) -> dict[str, Any]:
     repeat = max(5, int(args.repeat)) if not args.quick else max(2, int(args.repeat) // 2)
+    repeat = 1 if smoke(args) else repeat
     resolution = int(args.resolution)
     work = Path(args.work) / "step"
     shutil.rmtree(work, ignore_errors=True)

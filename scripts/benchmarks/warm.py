@@ -41,6 +41,7 @@ from .step import (
     prepare_group,
     row,
     run_timed,
+    smoke,
     stats,
 )
 
@@ -395,6 +396,8 @@ def run(args) -> dict[str, Any]:
     repeat = max(5, int(args.repeat)) if not args.quick else max(2, int(args.repeat) // 2)
     resolution = int(args.resolution)
     iterations, reference = (40, 10) if args.quick else (200, 20)
+    if smoke(args):
+        repeat, (iterations, reference) = 1, (4, 2)
     work = Path(args.work) / "warm"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
