@@ -12,7 +12,7 @@ item 6). Each case provoked as the newcomer met it:
   No module named 'fcl'`` line (tier 3: Debian's Blender 3.4 gives the exit 7).
 
 The bench sections that crashed on a moved import (``--section warm`` / ``step``) are run
-in their quick mode by ``tests/test_bench_quick.py``.
+in their smoke mode by ``tests/test_bench_sections.py``.
 """
 from __future__ import annotations
 
