@@ -78,6 +78,18 @@ def quoted(name: object) -> str:
     return f"'{printable(str(name))}'"
 
 
+ECHO_LIMIT = 300   # characters of a client's value an error line repeats (issue 33)
+
+
+def clip(text: object, limit: int = ECHO_LIMIT) -> str:
+    """``text`` as it is up to ``limit`` characters; a longer one is cut, its length said,
+    so an error never echoes a 16 MiB argument whole."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters in all)"
+
+
 def _prose(text: str) -> str:
     return printable(" ".join(str(text).split()))
 

@@ -82,7 +82,7 @@ from pydantic import ValidationError
 from . import adapter, mcp_wire, review
 from .clirun import failure
 from .config import Settings, with_overrides
-from .errors import IslandError, TransformsError, UsageError
+from .errors import ECHO_LIMIT, IslandError, TransformsError, UsageError, clip
 from .files import atomic
 from .files.jsonio import loads_strict, read_object
 from .iteration import REFINER_DIR, Group, RunJob, completed_iters, load_group
@@ -97,6 +97,9 @@ CLIENT_MAX_RESOLUTION = 2048   # px per view a client may ask for (see _settings
 CLIENT_MAX_SAMPLES = 1024
 PROG = "mcp"
 MAX_ITER_LIMIT = 200
+PATH_MAX_BYTES = 4096          # Linux PATH_MAX: no longer path names anything
+WORKER_MEMORY_MIB = 512        # one warm Blender worker refining a group (measured 440 MiB)
+LINE_LIMIT = 4 * ECHO_LIMIT    # a reply line beyond this was cut (an echo the checks missed)
 INSTRUCTIONS = (
     "Refine furniture arrangements around an anchor, one relation-group island at a time "
     "(canonical frame: anchor at the origin, metres, degrees). The loop: init_iter0; then for "
@@ -144,6 +147,9 @@ class Confinement:
         """``raw`` resolved (symlinks followed), or UsageError (exit 2) if it leaves the roots."""
         if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
             raise UsageError("must be a non-empty path", field=what, fix=self._fix())
+        if len(raw) > PATH_MAX_BYTES or len(raw.encode("utf-8", "replace")) > PATH_MAX_BYTES:
+            raise UsageError(f"is longer than any path ({PATH_MAX_BYTES} bytes at most)",
+                             file=clip(raw), field=what, fix=self._fix())
         given = Path(raw)
         if not given.is_absolute():
             given = self.roots[0] / given
@@ -152,13 +158,13 @@ class Confinement:
             if resolved.is_symlink():   # Python 3.13 returns a loop unresolved, 3.11 raises
                 raise RuntimeError("symlink loop")
         except (OSError, RuntimeError) as exc:   # a symlink loop
-            raise UsageError(f"cannot be resolved ({type(exc).__name__})", file=raw,
+            raise UsageError(f"cannot be resolved ({type(exc).__name__})", file=clip(raw),
                              field=what, fix=self._fix()) from None
         if not self.inside(resolved):
             how = ("leads outside the server's roots through a symlink"
                    if self.inside(Path(os.path.abspath(given))) else
                    "is outside the server's roots")
-            raise UsageError(how, file=raw, field=what, fix=self._fix())
+            raise UsageError(how, file=clip(raw), field=what, fix=self._fix())
         return resolved
 
     def tree(self, top: Path, what: str) -> None:
@@ -192,6 +198,36 @@ class Confinement:
         return path
 
 
+def _available_mib() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for row in fh:
+                if row.startswith("MemAvailable:"):
+                    return int(row.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // (1 << 20)
+    except (OSError, ValueError):
+        return None
+
+
+def worker_cap() -> tuple[int, str]:
+    """(the most groups ``refine_scene`` refines side by side, why): the cores this process
+    may run on, and the available memory at ``WORKER_MEMORY_MIB`` per warm Blender worker
+    (each group side by side has its own). Never below 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    avail = _available_mib()
+    by_memory = cores if avail is None else avail // WORKER_MEMORY_MIB
+    why = (f"{cores} cores, " + ("available memory unknown" if avail is None else
+                                f"{avail} MiB available at {WORKER_MEMORY_MIB} MiB per "
+                                "worker"))
+    return max(1, min(cores, by_memory)), why
+
+
 # --------------------------------------------------------------------------- results
 def _text(text: str) -> TextContent:
     return TextContent(type="text", text=text)
@@ -206,8 +242,10 @@ def ok_result(lines: list[str], data: dict[str, Any],
 
 def error_result(code: int, line: str, data: dict[str, Any] | None = None,
                  lines: list[str] | None = None) -> CallToolResult:
-    """An MCP tool error carrying the CLI's one line and its exit code."""
-    shown = lines or [line]
+    """An MCP tool error carrying the CLI's one line and its exit code. Lines are cut at
+    ``LINE_LIMIT``: a value echoed whole (a client's megabytes) never makes the reply."""
+    line = clip(line, LINE_LIMIT)
+    shown = [clip(x, LINE_LIMIT) for x in lines] if lines else [line]
     return CallToolResult(content=[_text("\n".join(shown))], is_error=True,
                           structured_content={"exit_code": code, "line": line, "lines": shown,
                                               **(data or {})})
@@ -396,7 +434,7 @@ class _Server(MCPServer[Any]):
                 return mcp_wire.argument_error(name, exc.__cause__,
                                                tool.input_schema if tool else None)
             if exc.__cause__ is None and name not in {t.name for t in await self.list_tools()}:
-                err = UsageError(f"unknown tool {name!r}", field="name",
+                err = UsageError(f"unknown tool {clip(repr(name))}", field="name",
                                  fix="call one of the tools tools/list names")
                 return error_result(err.exit_code, f"[{PROG}] error (exit {err.exit_code}): "
                                                     f"{err.one_line()}")
@@ -767,30 +805,45 @@ class IslandMCP:
             Resumable. Exit 21: finished but some groups failed. Exit 24 is a success
             with ``status: partial``: groups refused up front (keyframed, constrained...)
             were left as they are, named in ``groups_refused``. Long: progress lines;
-            cancelling marks the run interrupted (exit 130) and resumes on the next call."""
+            cancelling marks the run interrupted (exit 130) and resumes on the next call.
+            ``workers`` (groups refined side by side, one warm Blender worker each) is
+            capped by the machine's cores and available memory at 512 MiB per worker
+            (WORKER_CAP); a larger value is cut to the cap and the reply says so."""
             def work(call: Call) -> CallToolResult:
                 from .scene.pipeline import RunOptions, run_scene
 
                 scene = call.pin(self.confine.scene(scene_dir))
                 settings = self._settings(engine, resolution, samples)
                 _, run_job = self.job_runner(settings)
+                cap, why = worker_cap()
+                capped = []
+                if workers is None or (isinstance(workers, int) and workers > cap):
+                    if workers is not None:
+                        capped = [f"[refine_scene] workers {workers} capped at {cap} ({why})"]
+                    use = cap
+                else:
+                    use = workers
                 options = RunOptions(policy="solver", max_iter=_max_iter(max_iter),
                                      max_rounds=max_rounds, min_delta=min_delta,
-                                     restart=restart, settings=settings, workers=workers)
+                                     restart=restart, settings=settings, workers=use)
                 options.check()
                 slots_of = self.job_slots(settings) if self.job_slots else None
                 slots = None if slots_of is None else (
                     lambda slot: call.job(slots_of(slot)))
-                code, line = run_scene(scene, options, call.job(run_job),
-                                       progress=call.progress, job_slots=slots,
-                                       argv=["mcp", "refine_scene", str(scene)],
-                                       prog="refine_scene")
-                data = {"scene_dir": str(scene), "metrics": str(scene / "metrics.json")}
+                data = {"scene_dir": str(scene), "metrics": str(scene / "metrics.json"),
+                        "workers": use, "workers_cap": cap}
+                try:
+                    code, line = run_scene(scene, options, call.job(run_job),
+                                           progress=call.progress, job_slots=slots,
+                                           argv=["mcp", "refine_scene", str(scene)],
+                                           prog="refine_scene")
+                except IslandError as exc:   # refused: still say what the call would use
+                    code, line = failure("refine_scene", exc)
                 if code not in (0, EXIT_PARTIAL):
-                    return error_result(code, line, data)
+                    return error_result(code, line, data, [*capped, line] if capped else None)
                 # partial (exit 24): refused groups left as they are, the rest refined
                 refused = _refused_groups(scene)
-                return ok_result([line], {"line": line, "exit_code": code,
+                return ok_result([*capped, line], {"line": line, "exit_code": code,
                                           "status": "partial" if code else "finished",
                                           "groups_refused": refused, **data})
             return await self._write(ctx, "refine_scene", work)
@@ -813,7 +866,11 @@ class IslandMCP:
                           (iter_step, writes), (get_iteration, read_only),
                           (promote_final, writes), (solve_group, writes),
                           (refine_scene, writes), (report, read_only)):
-            srv.add_tool(fn, name=fn.__name__, description=fn.__doc__, annotations=notes,
+            doc = fn.__doc__ or ""
+            if fn is refine_scene:   # the cap as this machine gives it when the server starts
+                cap, why = worker_cap()
+                doc = doc.replace("(WORKER_CAP)", f"(here: {cap}; {why})")
+            srv.add_tool(fn, name=fn.__name__, description=doc, annotations=notes,
                          structured_output=False)
 
     def run(self) -> int:

@@ -31,7 +31,7 @@ from mcp.types import (
     TextContent,
 )
 
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_USAGE, UsageError, clip
 
 PROG = "mcp"
 MAX_ID_DIGITS = 4300          # Python's int() limit: a longer id is answered with id null
@@ -157,7 +157,7 @@ def _reason(exc: Exception) -> str:
         first = None
     if first is None:
         return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-    where = ".".join(str(p) for p in first.get("loc", ()))
+    where = clip(".".join(str(p) for p in first.get("loc", ())))
     return " ".join(f"{first.get('msg', 'invalid')}{' at ' + where if where else ''}".split())
 
 
@@ -189,7 +189,7 @@ def argument_error(tool: str, exc: Any, schema: dict[str, Any] | None) -> CallTo
     ``[mcp] error (exit 2): field 'group_dir': ...`` with ``exit_code`` beside it."""
     errors = exc.errors()
     first = errors[0]
-    field = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
+    field = clip(".".join(str(p) for p in first.get("loc", ())) or "arguments")
     top = field.split(".")[0]
     kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
              list: "an array", dict: "an object", type(None): "null"}
@@ -198,7 +198,7 @@ def argument_error(tool: str, exc: Any, schema: dict[str, Any] | None) -> CallTo
     prop = ((schema or {}).get("properties") or {}).get(top) or {}
     wanted = _schema_kind(prop)
     more = f"; {len(errors) - 1} more problem(s) in the arguments" if len(errors) > 1 else ""
-    err = UsageError(f"{first.get('msg', 'invalid')}, got {got} (tool {tool}){more}",
+    err = UsageError(f"{clip(first.get('msg', 'invalid'))}, got {got} (tool {clip(tool)}){more}",
                      field=field, fix=f"send '{top}' as {wanted}" if wanted else
                      "send the arguments the tool's inputSchema names")
     line = f"[{PROG}] error (exit {EXIT_USAGE}): {err.one_line()}"

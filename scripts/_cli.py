@@ -12,7 +12,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from island_tools.clirun import run_main  # noqa: E402,F401 - the CLIs take it from here
 from island_tools.config import Settings, load_settings, with_overrides  # noqa: E402
-from island_tools.errors import EXIT_USAGE  # noqa: E402
+from island_tools.errors import EXIT_USAGE, printable  # noqa: E402
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,7 +53,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     if args.quiet:
         return None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    return lambda msg: print(printable(msg), file=sys.stderr, flush=True)
+
+
+def say(text: str, file=None) -> None:
+    """Print ``text`` with each line's control characters escaped (``errors.printable``):
+    every line naming objects, groups or scenes goes out through here (issue 33)."""
+    print("\n".join(printable(line) for line in text.split("\n")), file=file or sys.stdout,
+          flush=file is sys.stderr)
 
 
 def job_runner(settings: Settings):

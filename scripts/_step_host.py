@@ -23,12 +23,14 @@ calls or above an RSS ceiling, retirement when the code on disk changes), with k
 
 When the host is used: exactly when the warm worker would be (``daemon_allowed``: not with
 ``--no-daemon``, ``daemon: false`` or under pytest/CI unless ``ISLAND_REFINER_DAEMON=1``),
-never for ``--help``. A host that cannot be started is reported in one line and the call
-runs in this process instead. A host that dies mid-call (crash, OOM kill) is replaced and
-the call retried once - safe, because a step stages everything and moves
-``current_state.json`` last (a killed step leaves iteration N-1 intact and iteration N
-re-steppable); a second death is exit 7. If the client itself is killed, the host finishes
-the call (its output is lost; the iteration is complete or untouched, never half-written).
+never for ``--help``, nor from a Python that lacks the packages the host imports
+(``HOST_MODULES``: the call runs in this process, whose own line says what is wrong). A host
+that cannot be started is reported in one line and the call runs in this process instead.
+A host that dies mid-call (crash, OOM kill) is replaced and the call retried once - safe,
+because a step stages everything and moves ``current_state.json`` last (a killed step
+leaves iteration N-1 intact and iteration N re-steppable); a second death is exit 7. If the
+client itself is killed, the host finishes the call (its output is lost; the iteration is
+complete or untouched, never half-written).
 """
 from __future__ import annotations
 
@@ -54,6 +56,21 @@ PROGS = ("init_iter0", "iter_step")
 # A call waits on at most two worker jobs, each with its own timeout, plus one retry.
 CALL_TIMEOUT_S = 3 * daemon.DEFAULT_TIMEOUT_S
 _LOCAL_FLAGS = ("-h", "--help", "--no-daemon")
+# What the host imports before it serves (``_step_host_server.Host.prepare``): a Python
+# without them (a system python3 beside the venv) could never start one.
+HOST_MODULES = ("numpy", "fcl", "PIL")
+
+
+def host_can_run() -> bool:
+    """Whether this interpreter has the packages the host imports (``find_spec``: nothing
+    is imported). Without them the call runs in this process, which says what is wrong in
+    its own words - no 'step host unavailable' line before it (issue 33)."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in HOST_MODULES)
+    except (ImportError, ValueError):
+        return False
 
 
 def host_key() -> str:
@@ -110,7 +127,7 @@ def run_cli(prog: str, argv: list[str]) -> int | None:
         config = {**DEFAULTS, **read_config(_config_arg(argv))}
     except IslandError:
         return None  # the in-process path reports the bad config in its own words
-    if not daemon.daemon_allowed(config["daemon"]):
+    if not daemon.daemon_allowed(config["daemon"]) or not host_can_run():
         return None
     options = daemon.DaemonOptions(idle_s=config["daemon_idle_s"],
                                    max_jobs=config["daemon_max_jobs"],

@@ -39,7 +39,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from island_tools.errors import EXIT_INTERNAL, EXIT_WORKER, IslandError, WorkerError  # noqa: E402
+from island_tools.errors import (  # noqa: E402
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+    EXIT_WORKER,
+    IslandError,
+    WorkerError,
+    from_oserror,
+)
 from island_tools.scene import batch as batching  # noqa: E402
 from island_tools.scene import batch_tasks  # noqa: E402
 from island_tools.scene.batch import BatchRun  # noqa: E402
@@ -102,39 +109,46 @@ def _failure(exc: IslandError) -> dict[str, Any]:
 
 
 def prepare_task(scene_dir: str, options: RunOptions, batch: BatchRun,
-                 log_dir: str | None = None) -> dict[str, Any]:
+                 log_dir: str | None = None,
+                 identity: batching.Identity | None = None) -> dict[str, Any]:
     """validate + rebuild_islands. A bad input is returned (and already recorded); a
-    Blender failure raises, so Dask retries it."""
+    Blender failure raises, so Dask retries it. ``identity``: the scene directory's when the
+    batch started (``batching.scene_held``: a vanished one is refused, never re-created)."""
     _worker_setup(log_dir)
     t0 = time.perf_counter()
-    try:
-        flagged = batch_tasks.prepare_batch(_context(scene_dir, options), batch)
-    except IslandError as exc:
-        if batching.retryable(exc):
-            raise
-        batching.record_scene_failure(ScenePaths(scene_dir), batch, "prepare", exc.one_line(),
-                                      type(exc).__name__, exc.exit_code)
-        return _failure(exc)
+    with batching.scene_held(scene_dir, identity):
+        try:
+            flagged = batch_tasks.prepare_batch(_context(scene_dir, options), batch)
+        except IslandError as exc:
+            if batching.retryable(exc):
+                raise
+            batching.record_scene_failure(ScenePaths(scene_dir), batch, "prepare",
+                                          exc.one_line(), type(exc).__name__, exc.exit_code)
+            return _failure(exc)
     return {"ok": True, "groups": flagged, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def island_task(scene_dir: str, group_id: str, options: RunOptions, batch: BatchRun,
-                key: str = "", log_dir: str | None = None) -> dict[str, Any]:
+                key: str = "", log_dir: str | None = None,
+                identity: batching.Identity | None = None) -> dict[str, Any]:
     """One island: its rounds, recorded exactly once (see island_tools.scene.batch)."""
     _worker_setup(log_dir)
-    return batch_tasks.refine_island(_context(scene_dir, options), group_id, batch, key)
+    with batching.scene_held(scene_dir, identity):
+        return batch_tasks.refine_island(_context(scene_dir, options), group_id, batch, key)
 
 
 def finish_task(scene_dir: str, options: RunOptions, batch: BatchRun,
-                log_dir: str | None = None) -> dict[str, Any]:
+                log_dir: str | None = None,
+                identity: batching.Identity | None = None) -> dict[str, Any]:
     """merge_back + finalize + eval; returns the scene's exit code and figures."""
     _worker_setup(log_dir)
     t0 = time.perf_counter()
     ctx = _context(scene_dir, options)
     try:
-        code = batch_tasks.finish_batch(ctx, batch)
+        with batching.scene_held(scene_dir, identity):
+            code = batch_tasks.finish_batch(ctx, batch)
     except IslandError as exc:
-        if batching.retryable(exc):
+        if batching.retryable(exc) or batching.scene_gone(scene_dir, identity):
             raise
         return _failure(exc)   # the session recorded it
     doc = ctx.state.doc if ctx.state else {}
@@ -161,6 +175,7 @@ class SceneJob:
     detail: str = ""
     started: float = 0.0
     seconds: float = 0.0
+    identity: batching.Identity | None = None   # (device, inode) when the batch started
 
     @property
     def islands_done(self) -> int:
@@ -358,16 +373,19 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
         if path in seen:
             continue
         seen.add(path)
-        job = SceneJob(path, batching.scene_id(path))
+        job = SceneJob(path, batching.scene_id(path), identity=batching.dir_identity(path))
         scenes.append(job)
-        if not path.is_dir():
+        if job.identity is None:
             job.status, job.detail, job.exit_code = "failed", "no such scene directory", 2
             continue
-        reason = None if options.restart else batch_tasks.finished_reason(ScenePaths(path))
-        if reason is None and not options.restart:
-            job.status, job.exit_code = "already finished", _finished_code(path)
-            job.detail = "nothing to do"
-            _fill_outcomes(job)
+        try:   # a bad scene (a mistyped state.json) costs that scene only, named in the table
+            reason = None if options.restart else batch_tasks.finished_reason(ScenePaths(path))
+            if reason is None and not options.restart:
+                job.status, job.exit_code = "already finished", _finished_code(path)
+                job.detail = "nothing to do"
+                _fill_outcomes(job)
+        except (IslandError, OSError, ValueError) as exc:
+            job.status, job.exit_code, job.detail = "failed", *_unusable(exc)
     todo = [s for s in scenes if s.status == "pending"]
     display = Display(stream, quiet)
     if not todo:
@@ -403,22 +421,39 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                            for w in info.get("workers", {}).values()))
 
         def submit(kind: str, job: SceneJob, gid: str | None) -> None:
-            d = str(job.scene_dir)
+            d, ident = str(job.scene_dir), job.identity
             if kind == "prepare":
                 job.status, job.started = "running", time.monotonic()
-                fut = client.submit(prepare_task, d, options, batch, log_dir,
+                fut = client.submit(prepare_task, d, options, batch, log_dir, ident,
                                     key=f"{job.scene_id}:prepare", resources=TASK_RESOURCES,
                                     retries=cluster.retries)
             elif kind == "island":
                 key = f"{job.scene_id}/{gid}"
-                fut = client.submit(island_task, d, gid, options, batch, key, log_dir,
+                fut = client.submit(island_task, d, gid, options, batch, key, log_dir, ident,
                                     key=key, resources=TASK_RESOURCES,
                                     retries=cluster.retries)
             else:
-                fut = client.submit(finish_task, d, options, batch, log_dir,
+                fut = client.submit(finish_task, d, options, batch, log_dir, ident,
                                     key=f"{job.scene_id}:finish", resources=TASK_RESOURCES,
                                     retries=cluster.retries)
             in_flight[fut] = (kind, job, gid)
+
+        def lost(job: SceneJob) -> bool:
+            """The scene's directory vanished or was replaced: failed, named, nothing more
+            handed out or recorded for it (its old path is never written, so never
+            re-created)."""
+            why = batching.scene_gone(job.scene_dir, job.identity)
+            if why is None:
+                return False
+            if job.detail != why:
+                job.status, job.exit_code, job.detail = "failed", EXIT_USAGE, why
+                job.seconds = time.monotonic() - job.started if job.started else 0.0
+                for q in queues.values():
+                    kept = [(j, g) for j, g in q if j is not job]
+                    q.clear()
+                    q.extend(kept)
+                display.update(f"{job.scene_id}: FAILED: {why}")
+            return True
 
         def pump() -> None:
             free = slots() - len(in_flight)
@@ -427,6 +462,8 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 if kind is None:
                     return
                 job, gid = queues[kind].popleft()
+                if lost(job):
+                    continue
                 submit(kind, job, gid)
                 free -= 1
 
@@ -436,6 +473,8 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 enqueue("finish", job)
 
         def scene_failed(job: SceneJob, stage: str, exc: BaseException) -> None:
+            if lost(job):
+                return
             reason, kind, code = _reason(exc)
             with contextlib.suppress(Exception):
                 batching.record_scene_failure(ScenePaths(job.scene_dir), batch, stage,
@@ -449,6 +488,9 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
             error = fut.exception() if fut.status == "error" else None
             result = None if error is not None else fut.result()
             fut.release()
+            if job.identity is not None and job.detail in (batching.VANISHED,
+                                                           batching.REPLACED):
+                return   # failed when its directory went; what its tasks left is moot
             if kind == "prepare":
                 if error is not None:
                     scene_failed(job, "prepare", error)
@@ -468,6 +510,8 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
                 return
             if kind == "island":
                 assert gid is not None
+                if error is not None and lost(job):
+                    return
                 if error is not None:
                     reason, etype, code = _reason(error)
                     marker = batching.record_island_failure(
@@ -540,6 +584,16 @@ def execute(scene_dirs: list[str], options: RunOptions, cluster: ClusterOptions,
             raise
     seconds = time.monotonic() - t_start
     return BatchResult(batch.run_id, scenes, seconds, refined, _batch_code(scenes))
+
+
+def _unusable(exc: BaseException) -> tuple[int, str]:
+    """(exit code, cause) of a scene the batch cannot start: its one line."""
+    if isinstance(exc, IslandError):
+        return exc.exit_code, exc.one_line()
+    known = from_oserror(exc) if isinstance(exc, OSError) else None
+    if known is not None:
+        return known.exit_code, known.one_line()
+    return EXIT_USAGE, f"state.json: {' '.join(str(exc).split())[:300]}"
 
 
 def _finished_code(path: Path) -> int:

@@ -8,6 +8,12 @@ writes everything to JSON.
 
     .venv/bin/python scripts/bench.py                       # every section
     .venv/bin/python scripts/bench.py --section step --repeat 7 --json out/bench.json
+    .venv/bin/python scripts/bench.py --section warm --smoke  # does it still run? (CI)
+
+``--smoke`` (implies ``--quick``) is the least work that goes through a section's code:
+one repetition, 64 px, the fewest cases, no Blender-binary rows unless ``--blender-bin``
+names one. Its figures mean nothing; ``tests/test_bench_sections.py`` runs every section so
+in CI, so a moved module cannot break one silently (issue 33).
 """
 from __future__ import annotations
 
@@ -67,11 +73,17 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--work", default=str(REPO_ROOT / "out" / "bench"), help="scratch dir")
     ap.add_argument("--json", default=str(REPO_ROOT / "out" / "bench.json"))
     ap.add_argument("--quick", action="store_true", help="small sizes, for smoke-testing")
+    ap.add_argument("--smoke", action="store_true",
+                    help="implies --quick: the least work through each section's code (CI); "
+                         "the figures mean nothing")
     ap.add_argument("--split", choices=("tuned", "untouched", "both"), default="both",
                     help="fronts and propose sections: which part of the frozen "
                          "front-corpus split (fixtures/fronts_split.json) to report; both = "
                          "both parts")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.quick, args.repeat, args.scene_repeat = True, 1, 1
+        args.resolution = min(args.resolution, 64)
     from fixtures.assets import assets_dir
 
     assets_dir()  # every section builds from the assets: a missing folder is one line, up front

@@ -50,7 +50,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts._cli import job_runner, job_slots, run_main, settings_from  # noqa: E402
+from scripts._cli import (  # noqa: E402
+    job_runner,
+    job_slots,
+    progress_printer,
+    run_main,
+    say,
+    settings_from,
+)
 
 PROG = "refine_scene"
 
@@ -185,17 +192,16 @@ def main(argv: list[str] | None = None) -> int:
 
         settings, options = _run_options(args)
         _, run_job = job_runner(settings)
-        progress = None if args.quiet else (
-            lambda msg: print(msg, file=sys.stderr, flush=True))
+        progress = progress_printer(args)
         if args.propose:
             from island_tools.scene.propose import proposal_lines, propose_for_run
 
             doc, reused = propose_for_run(args.scene_dir, run_job, force=args.force)
             for line in proposal_lines(doc, reused):
-                print(line)
+                say(line)
         code, line = run_scene(args.scene_dir, options, run_job, progress=progress,
                                job_slots=job_slots(settings), argv=argv, prog=PROG)
-        print(line)
+        say(line)
         return code
 
     try:
@@ -243,7 +249,7 @@ def _batch(args: argparse.Namespace, argv: list[str]) -> int:
         _, options = _run_options(args)
         result = execute(args.scene_dirs, options, cluster, argv=argv, quiet=args.quiet,
                          log_dir=args.log_dir)
-        sys.stdout.write(render_table(result))
+        sys.stdout.write(render_table(result))   # report.table escapes every cell
         return result.exit_code
 
     try:
@@ -261,7 +267,7 @@ def _propose(args: argparse.Namespace) -> int:
         _, run_job = job_runner(settings)
         doc = propose_scene(args.scene_dir, run_job, force=args.force)
         for line in proposal_lines(doc, False):
-            print(line)
+            say(line)
         return 0
 
     return run_main(PROG, body)
@@ -285,9 +291,9 @@ def _report(scene_dir: str) -> int:
 
     code, text = report_result(scene_dir)
     if code:
-        print(f"[{PROG}] error (exit {code}): {text}", file=sys.stderr)
+        say(f"[{PROG}] error (exit {code}): {text}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        say(text.rstrip("\n"))
     return code
 
 

@@ -50,7 +50,8 @@ own daemons: a key's digest covers the repository path, so two checkouts never s
 that runs (``CHECKOUT``; for ``python -m worker.daemon``, the checkout it is imported from).
 Each daemon writes the checkout of the code it runs into its status file (``checkout``).
 ``--status`` marks every daemon ``[this checkout]``, ``[checkout /other/path]`` or
-``[checkout unknown]`` (no status file yet, or a daemon older than the field);
+``[checkout unknown]`` (no status file yet, or a daemon older than the field); a stopped
+daemon (its status file removed, only its lock files left) is not listed;
 ``--stop`` stops this checkout's only and names those left running, ``--stop --all``
 stops every daemon of this user in the directory, ``--stop --key K`` that one alone.
 ``shutdown_all`` (test teardown) stops all of them.
@@ -237,9 +238,12 @@ def status(directory: str | os.PathLike[str] | None = None) -> list[dict[str, An
     out = []
     for key in _known_keys(root):
         paths = Paths(root, key)
-        doc = read_status(paths) or {"key": key}
-        pid = doc.get("pid")
+        found = read_status(paths)
         running = _daemon_running(paths)
+        if found is None and not running:
+            continue   # stopped: it removed its status file; only its lock files are left
+        doc = found or {"key": key}
+        pid = doc.get("pid")
         alive = bool(running and isinstance(pid, int) and pid_alive(pid))
         doc.update(key=key, running=alive, socket=str(paths.sock), log=str(paths.log),
                    this_checkout=doc.get("checkout") == CHECKOUT)

@@ -69,6 +69,7 @@ from mathutils import Matrix, Vector
 
 from island_tools.errors import GroupInputError, UsageError
 from island_tools.measure import meshcache
+from island_tools.measure.frames import degenerate
 
 from . import render as _render
 from .blend_io import (
@@ -707,7 +708,10 @@ def scene_build(job: Mapping) -> dict:
             child, par = created[str(entry["name"])], created[str(parent)]
             child.parent = par
             # Keep the world transform: the parent inverse cancels the parent's matrix.
-            child.matrix_parent_inverse = par.matrix_world.inverted()
+            # Under a zero-scale parent there is none: the child collapses with it (a
+            # hierarchy scaled to nothing, as such a file has it).
+            if not degenerate(np.array(par.matrix_world, dtype=float)):
+                child.matrix_parent_inverse = par.matrix_world.inverted()
     _refresh()
     save_blend(out)
     return {"op": "scene_build", "out_blend": out, "blender_version": blender_version(),

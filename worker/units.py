@@ -41,12 +41,15 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
+from island_tools.measure.frames import degenerate
+
 TRANSFORM_PATHS = ("location", "rotation_euler", "rotation_quaternion", "rotation_axis_angle",
                    "scale", "delta_location", "delta_rotation_euler",
                    "delta_rotation_quaternion", "delta_scale", "matrix_world", "matrix_basis",
                    "matrix_local", "matrix_parent_inverse", "parent")
 NO_GEOMETRY_TYPES = {"EMPTY", "CAMERA", "LIGHT", "LIGHT_PROBE", "LIGHTPROBE", "SPEAKER",
                      "ARMATURE", "LATTICE"}
+ZERO_SCALE = "has zero scale (a degenerate world matrix): not furniture"
 UPRIGHT_TOL = 1e-4          # |sin| of the angle between a root's local Z and world up
 SIMILARITY_TOL = 1e-5       # relative spread of a parent frame's singular values
 
@@ -195,8 +198,6 @@ def _parent_frame_problem(root) -> str | None:
 def _tilt_problem(root) -> str | None:
     linear = _np(root.matrix_world)[:3, :3]
     norms = np.linalg.norm(linear, axis=0)
-    if norms.min() <= 1e-12 or abs(np.linalg.det(linear)) <= 1e-18:
-        return "has a degenerate world matrix (zero scale)"
     z_axis = linear[:, 2] / norms[2]
     xy_z = np.abs(linear[2, :2] / norms[:2])
     tilt = max(math.hypot(z_axis[0], z_axis[1]), float(xy_z.max()))
@@ -268,6 +269,10 @@ def refusals(roots: Sequence[str], view_layer=None) -> list[dict]:
         if problem:
             refuse(member, root, problem, "apply the parent's scale/rotation (Ctrl-A), or "
                                           "unparent keeping the transform (Alt-P)")
+        elif degenerate(_np(root.matrix_world)):
+            refuse(member, root, ZERO_SCALE, "give it a non-zero scale (Object > Transform > "
+                                             "Scale), or delete it")
+            continue
         problem = None if problem else _tilt_problem(root)
         if problem:
             refuse(member, root, problem, "level it: apply its rotation (Ctrl-A > Rotation) "
@@ -363,8 +368,11 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
         layer = bpy.context.view_layer
         layer.update()
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        to_root = {root: np.linalg.inv(_np(objs[0].evaluated_get(depsgraph).matrix_world))
-                   for root, objs in units.items()}
+        # A zero-scale root has no frame to measure in (no inverse): its unit has no
+        # geometry here; ``refusals`` names it, and as context it is ignored.
+        worlds = {root: _np(objs[0].evaluated_get(depsgraph).matrix_world)
+                  for root, objs in units.items()}
+        to_root = {root: np.linalg.inv(m) for root, m in worlds.items() if not degenerate(m)}
         cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         shared: dict[str, str | None] = {}   # root -> its own shared mesh's key
         for inst in depsgraph.object_instances:
@@ -382,6 +390,8 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
                 if top.name not in owner:
                     continue
                 source, key = top, _shared_mesh_key(top)
+            if owner[top.name] not in to_root:
+                continue
             if ob.type in NO_GEOMETRY_TYPES or source.hide_render:
                 continue
             kept = _job_key(source) if not inst.is_instance else None
@@ -439,7 +449,8 @@ def unit_geometry(roots: Sequence[str]) -> dict[str, UnitGeometry]:
 
 
 def geometry_refusals(geometry: Mapping[str, UnitGeometry]) -> list[dict]:
-    """Units without a single triangle (an Empty with nothing under it, only helpers)."""
+    """Units without a single triangle (an Empty with nothing under it, only helpers); a
+    zero-scale root is not one of them (``refusals`` names it)."""
     objs = bpy.data.objects
     return [{"member": root, "object": root,
              "cause": f"has no geometry: its unit ({objs[root].type.lower()} and "
@@ -447,7 +458,8 @@ def geometry_refusals(geometry: Mapping[str, UnitGeometry]) -> list[dict]:
                       "rendered triangles",
              "fix": "name the furniture's root object (the one whose children are its meshes), "
                     "or un-hide its meshes for rendering"}
-            for root, g in geometry.items() if not len(g.triangles)]
+            for root, g in geometry.items()
+            if not len(g.triangles) and not degenerate(_np(objs[root].matrix_world))]
 
 
 # --------------------------------------------------------------------------- context

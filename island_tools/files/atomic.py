@@ -352,6 +352,13 @@ def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> st
 def make_dir(path: str | os.PathLike[str], parents: bool = False,
              exist_ok: bool = False) -> None:
     path = Path(path)
+    guard = _GUARD
+    if guard is not None and not os.path.isdir(path) and (
+            _absolute(path) in guard.roots or guard.pinned(_absolute(path))):
+        # A root (or the call's pinned directory) that is gone was moved away or deleted
+        # while the call ran: a write beneath it must not bring back an empty one.
+        raise ConfinementError("is gone (moved or deleted during the call) and is never "
+                               "re-created", file=str(path), fix=_FIX)
     if parents and not os.path.isdir(path.parent) and path.parent != path:
         make_dir(path.parent, parents=True, exist_ok=True)
     with _parent(path) as (fd, name):

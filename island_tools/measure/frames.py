@@ -33,6 +33,20 @@ def to_list(m: np.ndarray) -> list[list[float]]:
     return [[float(v) for v in row] for row in np.asarray(m, dtype=float)]
 
 
+ZERO_SCALE_REL = 1e-9   # a frame's volume against its longest axis cubed: below, it is flat
+
+
+def degenerate(m: Sequence[Sequence[float]] | np.ndarray) -> bool:
+    """True for a matrix whose linear part collapses space (a zero scale on an axis, parallel
+    axes, non-finite entries): it has no usable inverse, so nothing can be measured in its
+    frame (issue 33: a zero-scale object was ``LinAlgError: Singular matrix``)."""
+    linear = np.asarray(m, dtype=float)[:3, :3]
+    if not np.all(np.isfinite(linear)):
+        return True
+    top = float(np.linalg.norm(linear, axis=0).max())
+    return top <= 1e-12 or abs(float(np.linalg.det(linear))) <= ZERO_SCALE_REL * top ** 3
+
+
 def decompose(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(translation, rotation 3x3, scale 3) for a matrix without shear."""
     m = np.asarray(m, dtype=float)

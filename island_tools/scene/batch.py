@@ -28,6 +28,13 @@ Locks (``flock``; all released by the kernel when a process dies): the scene loc
 cannot start in the middle), the per-group ``relation_groups/<G>/.island.lock`` (two attempts
 of one island never overlap), and ``.state.lock`` around every state.json read-modify-write
 and batch ledger write. Each batch ledger write opens, writes and closes its connection.
+
+A scene directory moved away or deleted during a batch costs that scene only and is never
+re-created: the orchestrator notes each directory's identity (device, inode) when the batch
+starts (:func:`dir_identity`) and checks it before it hands out a task or records anything;
+each task runs :func:`scene_held`, which refuses a directory that is not the one the batch
+started with and confines every write to it (``atomic.confined``, which never creates a
+confined root again).
 """
 from __future__ import annotations
 
@@ -36,11 +43,12 @@ import hashlib
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import IslandError, WorkerError
+from ..errors import IslandError, UsageError, WorkerError
 from ..files import atomic, locks
 from ..files.jsonio import read_object
 from .ledger import Ledger, ProcessIdentity, utc_now
@@ -90,6 +98,50 @@ def scene_id(scene_dir: str | os.PathLike[str]) -> str:
     path = Path(scene_dir).expanduser().resolve()
     name = _UNSAFE.sub("_", path.name).strip("._") or "scene"
     return f"{name[:48]}-{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+
+
+Identity = tuple[int, int]
+VANISHED = ("the scene directory vanished during the batch (moved or deleted); nothing is "
+            "written at its old path")
+REPLACED = ("the scene directory was replaced by another one during the batch; nothing is "
+            "written into the new one")
+
+
+def dir_identity(path: str | os.PathLike[str]) -> Identity | None:
+    """(device, inode) of the directory at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if os.path.isdir(path) else None
+
+
+def scene_gone(path: str | os.PathLike[str], identity: Identity | None) -> str | None:
+    """Why the directory at ``path`` is no longer the batch's scene (None: it still is)."""
+    if identity is None:
+        return None
+    now = dir_identity(path)
+    return None if now == identity else VANISHED if now is None else REPLACED
+
+
+@contextlib.contextmanager
+def scene_held(scene_dir: str | os.PathLike[str], identity: Identity | None
+               ) -> Iterator[None]:
+    """A batch task's hold on its scene: UsageError (exit 2, not retried) when the directory
+    is not the one the batch started with; while held, every write goes beneath it through
+    a descriptor (``atomic.confined``), so a directory moved away mid-task is neither
+    written at its old path nor re-created there."""
+    why = scene_gone(scene_dir, identity)
+    if why is not None:
+        raise UsageError(why, file=str(scene_dir), fix="put the scene back and run the batch "
+                                                       "again")
+    if identity is None:
+        yield
+        return
+    guard = atomic.Confined([scene_dir])
+    guard.pin(scene_dir)
+    with atomic.confined(guard):
+        yield
 
 
 def retryable(exc: BaseException) -> bool:

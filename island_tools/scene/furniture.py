@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import GeometryError
 from ..measure.forward_axis import _depth_buffers
+from ..measure.frames import degenerate
 from ..measure.geometry import (
     ROUND_MAX_ASPECT,
     ROUND_MAX_RADIUS_CV,
@@ -144,6 +145,10 @@ def _is_round(hull: np.ndarray, length: float, width: float) -> bool:
     return bool(r.std() / r.mean() < ROUND_MAX_RADIUS_CV)
 
 
+ZERO_SCALE_REASON = "zero scale: not furniture"
+ZERO_SCALE_WHY = "its world matrix is degenerate; give it a scale or delete it"
+
+
 def measure_unit(unit: UnitInput, unit_scale: float = 1.0) -> Shape:
     """The unit's shape numbers (see the module docstring). GeometryError for a unit
     without triangles or with non-finite vertices. A unit with riders is measured with
@@ -166,6 +171,8 @@ def _measure(unit: UnitInput, f: np.ndarray, unit_scale: float) -> Shape:
     if len(f) == 0 or len(v) == 0:
         raise GeometryError(f"unit '{unit.name}' has no triangles")
     world = np.asarray(unit.world, dtype=float).reshape(4, 4)
+    if degenerate(world):   # no shape to read (issue 33)
+        raise GeometryError(f"{ZERO_SCALE_REASON} ({ZERO_SCALE_WHY})")
     pts = (v @ world[:3, :3].T + world[:3, 3]) * float(unit_scale)
     if not np.all(np.isfinite(pts)):
         raise GeometryError(f"unit '{unit.name}' has non-finite vertices")

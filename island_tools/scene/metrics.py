@@ -56,7 +56,7 @@ def _moved(context: Mapping[str, tuple[np.ndarray, np.ndarray]], objects: Mappin
     carried along to its merged pose."""
     out = {}
     for name, (verts, tris) in context.items():
-        if name in after:
+        if name in after and not frames.degenerate(objects[name]["matrix_world"]):
             move = frames.as_matrix(after[name]) @ np.linalg.inv(
                 frames.as_matrix(objects[name]["matrix_world"]))
             verts = np.asarray(verts) @ move[:3, :3].T + move[:3, 3]

@@ -6,7 +6,10 @@ without importing back up.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -76,6 +79,23 @@ class GroupPaths:
         return all(p.is_file() for p in (self.island, self.metadata, self.target_spec,
                                          self.masked, self.meshes, self.forward_axes)
                    ) and self.round_done(0)
+
+
+@contextlib.contextmanager
+def scene_locked(paths: ScenePaths, shared: bool = False) -> Iterator[None]:
+    """The scene lock (``.refine_scene.lock``, ``flock``, never waited for): exclusive for a
+    run, a batch's prepare/finish and ``propose`` (which rewrites the graph a run refines),
+    shared for batch islands. Held elsewhere: UsageError (exit 2, one line)."""
+    fd = atomic.open_beneath(paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError("another refine_scene run is active on this scene",
+                             file=str(paths.root), fix="wait for it to finish") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def stamp() -> str:

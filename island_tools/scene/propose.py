@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GeometryError, GroupInputError, UsageError
+from ..errors import GeometryError, GroupInputError, UsageError, printable
 from ..files import atomic
 from ..files.jsonio import read_object
 from ..iteration import RunJob, sha256_file
@@ -67,7 +67,7 @@ from .members import (
     seat_at_table,
     seat_at_tv,
 )
-from .paths import SCENE_BLEND, ScenePaths
+from .paths import SCENE_BLEND, ScenePaths, scene_locked
 from .propose_spec import Piece as _Piece
 from .propose_spec import group_hints, spec_check
 from .relation_graph import GRAPH_VERSION, HINT_KEYS, parse_relation_graph
@@ -444,6 +444,12 @@ def propose_scene(scene_dir: str | os.PathLike[str], run_job: RunJob,
     if not paths.scene_blend.is_file():
         raise GroupInputError("input scene is missing", file=str(paths.scene_blend),
                               fix=f"put the planned scene at <scene_dir>/{SCENE_BLEND}")
+    # The run's lock: a graph a run (or a batch) is refining is never rewritten under it.
+    with scene_locked(paths):
+        return _propose_locked(paths, run_job, force)
+
+
+def _propose_locked(paths: ScenePaths, run_job: RunJob, force: bool) -> dict[str, Any]:
     if paths.relation_graph.exists() and not force:
         raise UsageError("a relation graph is already there; propose never overwrites one",
                          file=str(paths.relation_graph),
@@ -488,7 +494,9 @@ def propose_for_run(scene_dir: str | os.PathLike[str], run_job: RunJob,
 
 def proposal_lines(doc: Mapping[str, Any], reused: bool = False) -> list[str]:
     """What ``propose`` says: one line per group (id, status, anchor, members; an uncertain
-    group's reasons), then how many units were left out."""
+    group's reasons), then how many units were left out. Names are escaped
+    (``errors.printable``): a name with ESC, a newline or a bidi override cannot drive the
+    terminal or break a line."""
     head = "reused" if reused else "proposed"
     out = []
     for g in doc["groups"]:
@@ -497,7 +505,7 @@ def proposal_lines(doc: Mapping[str, Any], reused: bool = False) -> list[str]:
                 f"{g['anchor']}, members {', '.join(g['members'])}")
         if p["status"] == "uncertain":
             line += f"; {'; '.join(p['reasons'])}"
-        out.append(line)
+        out.append(printable(line))
     left = doc["proposed"]["unassigned"]
     confident = sum(1 for g in doc["groups"] if g["proposal"]["status"] == "confident")
     out.append(f"[propose] {head} {len(doc['groups'])} groups ({confident} confident, "

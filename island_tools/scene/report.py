@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import printable
 from .ledger import LedgerError, open_readonly
 
 METRIC_ROWS = (
@@ -27,7 +28,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return str(value)
+    return printable(str(value))   # names and causes: a control character cannot break a row
 
 
 def _fit(text: str, width: int | None) -> str:

@@ -7,18 +7,17 @@ with -9 is found by the next session (``Ledger.mark_dead_runs``) and marked fail
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 from collections.abc import Iterator
 
-from ..errors import EXIT_INTERNAL, IslandError, UsageError
+from ..errors import EXIT_INTERNAL, IslandError, printable
 from ..files import atomic
 from . import batch as batching
 from .batch import BatchRun
 from .context import StageContext
 from .ledger import Ledger
-from .paths import stamp, unique_path
+from .paths import scene_locked, stamp, unique_path
 from .state import (
     SceneState,
 )
@@ -28,16 +27,8 @@ from .validate import Prepared
 @contextlib.contextmanager
 def scene_lock(ctx: StageContext, shared: bool = False) -> Iterator[None]:
     """Exclusive for a run (and a batch's prepare/finish); shared for batch islands."""
-    fd = atomic.open_beneath(ctx.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError("another refine_scene run is active on this scene",
-                             file=str(ctx.paths.root), fix="wait for it to finish") from None
+    with scene_locked(ctx.paths, shared):
         yield
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -134,7 +125,7 @@ def record_reconciled(ctx: StageContext, prep: Prepared) -> None:
     if ctx.progress:
         ctx.progress(message)
     else:
-        print(message, file=sys.stderr, flush=True)
+        print(printable(message), file=sys.stderr, flush=True)
 
 
 def _new_run_id(ledger: Ledger) -> str:

@@ -9,10 +9,10 @@ import numpy as np
 
 from ..errors import refusal_line
 from ..iteration import RunJob
-from ..measure import meshcache
+from ..measure import frames, meshcache
 from ..measure.geometry import convex_hull_2d, convex_signed_distance, polygon_area
 from ..measure.riders import find_riders
-from .furniture import UnitInput
+from .furniture import ZERO_SCALE_REASON, ZERO_SCALE_WHY, UnitInput
 
 # --------------------------------------------------------------------------- the scene
 GEOMETRY_TYPES = ("MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD",
@@ -104,6 +104,30 @@ def _world_points(meshes: Mapping[str, tuple[np.ndarray, np.ndarray]],
     return out
 
 
+def _zero_scale(objects: Mapping[str, Mapping[str, Any]], live: set[str],
+                roots: list[str]) -> dict[str, str]:
+    """Objects with a degenerate world matrix (``frames.degenerate``: a zero scale) that
+    would be units or stand outside every unit: name -> why. Collapsed to a point, line or
+    plane they have no shape to propose from (issue 33: they were ``LinAlgError``). A
+    collapsed part of a unit (a hidden-by-scale pillow) stays with its unit; only the
+    topmost collapsed object of a chain is named."""
+    flat = {n for n in live if frames.degenerate(objects[n].get("matrix_world", np.eye(4)))}
+    units = set(roots)
+    out: dict[str, str] = {}
+    parents = {objects[n].get("parent") for n in live} if flat else set()
+    for n in sorted(flat):
+        parent = objects[n].get("parent")
+        if parent in flat:
+            continue   # its collapsed parent is named instead
+        up, inside = parent, n in units
+        while up in live and not inside:   # a collapsed part of a unit stays with it
+            inside = up in units
+            up = objects[up].get("parent")
+        if n in units or (not inside and (_has_own_geometry(objects[n]) or n in parents)):
+            out[n] = ZERO_SCALE_WHY
+    return out
+
+
 Measure = Callable[[list[str]], tuple[dict[str, tuple[np.ndarray, np.ndarray]],
                                        list[dict[str, Any]]]]
 
@@ -125,8 +149,12 @@ def units_of(objects: Mapping[str, Mapping[str, Any]], unit_scale: float, measur
         roots = unit_roots(objects, _world_points(meshes, objects, unit_scale))
     else:   # no hierarchy: every object with geometry of its own is a unit
         roots = sorted(n for n in live if _has_own_geometry(objects[n]))
+    zero = _zero_scale(objects, live, roots)
+    roots = [r for r in roots if r not in zero]
     meshes, refusals = measure(roots)
-    left_out: list[dict[str, Any]] = []
+    left_out: list[dict[str, Any]] = [
+        {"name": n, "role": None, "reason": f"{ZERO_SCALE_REASON} ({why})"}
+        for n, why in sorted(zero.items())]
     refused: dict[str, list[dict[str, Any]]] = {}
     for r in refusals or []:
         refused.setdefault(r["member"], []).append(r)

@@ -74,9 +74,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     work = Path(args.work) / "batch"
     shutil.rmtree(work, ignore_errors=True)
-    groups = QUICK_GROUPS if args.quick else GROUPS
+    smoke = bool(getattr(args, "smoke", False))
+    groups = ("tv",) if smoke else QUICK_GROUPS if args.quick else GROUPS
     template = build_scene(work / "template", resolve_blender("bpy", None), groups=groups)
-    n_scenes = QUICK_SCENES if args.quick else SCENES
+    n_scenes = 1 if smoke else QUICK_SCENES if args.quick else SCENES
     resolution = QUICK_RESOLUTION if args.quick else RESOLUTION
     options = RunOptions(policy="solver", max_iter=20, max_rounds=1,
                          settings=Settings(blender_bin="bpy", engine="workbench",

@@ -189,6 +189,9 @@ def run(args: argparse.Namespace, detect=None) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     real_poses = QUICK_POSES if quick else POSES
     par_poses = QUICK_PARAMETRIC_POSES if quick else PARAMETRIC_POSES
+    smoke = bool(getattr(args, "smoke", False))
+    if smoke:   # one pose of one piece per source and category (scripts/bench.py --smoke)
+        real_poses = par_poses = 1
     notes = []
     missing = fc.shared_corpus_status()
     if missing:
@@ -203,6 +206,8 @@ def run(args: argparse.Namespace, detect=None) -> dict[str, Any]:
         if quick:
             keep = set(fc.parametric_seeds(part)[:QUICK_PARAMETRIC_SEEDS])
             pieces = [p for p in pieces if p.source != "parametric" or p.seed in keep]
+        if smoke:
+            pieces = list({(p.source, p.category): p for p in reversed(pieces)}.values())
         results = []
         t0 = time.perf_counter()
         for piece in pieces:

@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     rooms = QUICK_ROOMS if quick else ROOMS
     run_rooms = 1 if quick else RUN_ROOMS
+    if getattr(args, "smoke", False):   # one room of one split, run once (scripts/bench.py)
+        rooms, parts = 1, parts[:1]
     work = Path(getattr(args, "work", "out/bench")) / "propose"
     shutil.rmtree(work, ignore_errors=True)
     rows, data = [], {}

@@ -508,6 +508,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     jobs = select_jobs(bool(getattr(args, "quick", False)), getattr(args, "pattern", None),
                        getattr(args, "case", None))
+    smoke = bool(getattr(args, "smoke", False))
+    if smoke:   # one case of each of two patterns, one infeasible room (scripts/bench.py)
+        firsts: dict[str, tuple[str, int]] = {}
+        for job in jobs:
+            firsts.setdefault(job[0], job)
+        jobs = list(firsts.values())[:2]
     if not jobs:
         raise SystemExit("bench quality: no case matches the filter")
     t0 = time.perf_counter()
@@ -576,7 +582,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tables = [main_table, one]
     infeasible: list[dict[str, Any]] = []
     if not (getattr(args, "pattern", None) or getattr(args, "case", None)):
-        infeasible = infeasible_results(workers)
+        infeasible = infeasible_results(workers, 1 if smoke else None)
         tables.append(infeasible_table(infeasible))
         bad = [r for r in infeasible if not r["ok"]]
         notes.append(f"infeasible rooms (issue 25, scripts/benchmarks/quality_infeasible.py): "
@@ -594,12 +600,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                      "old_quality_disagree": len(old_wrong)}}}
 
 
-def infeasible_results(workers: int) -> list[dict[str, Any]]:
-    """Every room of ``quality_infeasible.CASES`` (walls, columns, a neighbour group)."""
+def infeasible_results(workers: int, first: int | None = None) -> list[dict[str, Any]]:
+    """Every room of ``quality_infeasible.CASES`` (walls, columns, a neighbour group); the
+    ``first`` ones only when given."""
     from .quality_infeasible import CASES
     from .quality_infeasible import run as run_room
 
-    names = list(CASES)
+    names = list(CASES)[:first]
     if workers == 1:
         return [run_room(n) for n in names]
     import multiprocessing

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .step import REPO, clean_env, iter_step_cmd, prepare_group, run_timed, stats
+from .step import REPO, clean_env, iter_step_cmd, prepare_group, run_timed, smoke, stats
 
 TITLE = "scene: island-refine run, groups side by side + reused quiet renders (issue 15)"
 SIZES, QUICK_SIZES = (1, 4, 16), (1, 4)
@@ -130,6 +130,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = QUICK_SIZES if quick else SIZES
     resolution = QUICK_RESOLUTION if quick else int(args.resolution)
     repeat = max(3, int(getattr(args, "repeat", 5)))
+    polys: tuple[bool, ...] = (False, True)
+    unit_repeat = UNIT_REPEAT
+    if smoke(args):   # one low-poly group, both modes, single timings (scripts/bench.py)
+        sizes, resolution, repeat, unit_repeat, polys = (1,), int(args.resolution), 1, 1, \
+            (False,)
     scene_repeat = 1 if quick else max(1, int(getattr(args, "scene_repeat", 3)))
     work = Path(args.work) / "scene"
     shutil.rmtree(work, ignore_errors=True)
@@ -152,11 +157,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[list] = []
     data: dict[str, Any] = {"resolution": resolution, "runs": []}
     try:
-        measure_unit(2)   # starts the unit's worker
+        measure_unit(1 if smoke(args) else 2)   # starts the unit's worker
         unit = data["unit_iter_step_s"] = measure_unit(repeat)
         templates = {}
         with blender_output_captured():
-            for hp in (False, True):
+            for hp in polys:
                 for n in sizes:
                     templates[(n, hp)] = build_scene(work / f"template_{n}_{int(hp)}", backend,
                                                      dining_grid(n, hp))
@@ -170,8 +175,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # back, so a ratio compares runs taken moments apart; medians over repetitions.
             walls: dict[tuple[bool, str], list[dict[str, Any]]] = {}
             for _ in range(scene_repeat):
-                unit_now = measure_unit(UNIT_REPEAT)["median"]
-                for hp in (False, True):
+                unit_now = measure_unit(unit_repeat)["median"]
+                for hp in polys:
                     for mode, (flags, _) in MODES.items():
                         scene = work / f"run_{n}_{int(hp)}_{mode}"
                         shutil.copytree(templates[(n, hp)], scene)
@@ -181,7 +186,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         r["unit_s"] = unit_now
                         walls.setdefault((hp, mode), []).append(r)
                         shutil.rmtree(scene, ignore_errors=True)
-            for hp in (False, True):
+            for hp in polys:
                 outcome: dict[str, Any] = {}
                 for mode in MODES:
                     runs = walls[(hp, mode)]

@@ -40,7 +40,7 @@ _RUN_JOB = ("import json, sys; sys.path.insert(0, sys.argv[3]); from worker.jobs
             "json.dump(run_job(json.load(open(sys.argv[1]))), open(sys.argv[2], 'w'))")
 _GEOMETRY = (
     "import json, sys; sys.path.insert(0, sys.argv[4]); "
-    "from island_tools import atomic; from island_tools.measure.frames import as_matrix; "
+    "from island_tools.files import atomic; from island_tools.measure.frames import as_matrix; "
     "from island_tools.measure.geometry import compute_geometry; "
     "from island_tools.iteration import forward_axes, load_group, load_meshes; "
     "g = load_group(sys.argv[1]); meshes, props = load_meshes(g); "
@@ -79,7 +79,14 @@ def row(label: str, s: dict[str, Any], note: str = "") -> list:
     return [label, round(s["median"], 3), round(s["min"], 3), round(s["max"], 3), s["n"], note]
 
 
+def smoke(args) -> bool:
+    """``--smoke``: the least work through the section's code (scripts/bench.py)."""
+    return bool(getattr(args, "smoke", False))
+
+
 def binary_or_none(args) -> str | None:
+    if smoke(args) and not getattr(args, "blender_bin", None):
+        return None   # a smoke run does only what was asked for
     value = getattr(args, "blender_bin", None) or os.environ.get("BLENDER") \
         or shutil.which("blender")
     return value if value and shutil.which(value) else None
@@ -174,6 +181,7 @@ class ThreeLaunches:
 
 def run(args) -> dict[str, Any]:
     repeat = max(5, int(args.repeat)) if not args.quick else max(2, int(args.repeat) // 2)
+    repeat = 1 if smoke(args) else repeat
     resolution = int(args.resolution)
     work = Path(args.work) / "step"
     shutil.rmtree(work, ignore_errors=True)

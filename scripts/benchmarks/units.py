@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from worker.meshes import export_meshes
     from worker.units import proxy_mesh, unit_geometry
 
-    repeat = max(3, args.repeat)
+    repeat = 1 if getattr(args, "smoke", False) else max(3, args.repeat)
     columns = ["unit", "triangles", "parts", "evaluate s", "export s", "proxy s", "front s"]
     rows, data = [], {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -41,6 +41,7 @@ from .step import (
     prepare_group,
     row,
     run_timed,
+    smoke,
     stats,
 )
 
@@ -73,7 +74,7 @@ _COLD_GEOMETRY = r"""
 import json, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from island_tools import meshcache
+from island_tools.measure import meshcache
 from island_tools.measure.frames import as_matrix
 from island_tools.measure.geometry import compute_geometry
 meshes, _ = meshcache.load(sys.argv[2])
@@ -395,6 +396,8 @@ def run(args) -> dict[str, Any]:
     repeat = max(5, int(args.repeat)) if not args.quick else max(2, int(args.repeat) // 2)
     resolution = int(args.resolution)
     iterations, reference = (40, 10) if args.quick else (200, 20)
+    if smoke(args):
+        repeat, (iterations, reference) = 1, (4, 2)
     work = Path(args.work) / "warm"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
