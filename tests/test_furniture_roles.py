@@ -345,27 +345,6 @@ def test_a_member_pushed_through_a_whole_house_wall_fails_the_review() -> None:
     assert not geometry["members"]["chair_5"].get("obstacle_penetrations")
 
 
-def test_the_side_away_from_the_back_is_measured_from_the_seat_and_back() -> None:
-    """What the detector checks a front without a mirror plane against: the way away from
-    the tall part across the upper body - a swivel chair's seat side whatever its base does,
-    a bed's foot; nothing for pieces without a back (tables, desks, stools)."""
-    from island_tools.measure.forward_axis import _away_from_back
-
-    rng = np.random.default_rng(5)
-    for seed in range(6):
-        yaw = float(rng.uniform(0.0, 360.0))
-        v, f = par.swivel_chair(star_deg=float(rng.uniform(0, 72)), seed=seed,
-                                star_r=float(rng.uniform(0.3, 0.5)))
-        assert _err(tuple(_away_from_back(par._yawed(v, yaw), f)), yaw) < 5.0
-        p = par.generate("bed", seed)
-        assert _err(tuple(_away_from_back(par._yawed(np.asarray(p.vertices), yaw),
-                                          np.asarray(p.faces))), yaw) < 5.0
-    for cat in ("table_rect", "table_round", "desk", "stool_square"):
-        for seed in range(0, 30, 5):
-            p = par.generate(cat, seed)
-            assert _away_from_back(np.asarray(p.vertices), np.asarray(p.faces)) is None, cat
-
-
 def test_corpus_pieces_of_the_tuned_split_keep_their_roles() -> None:
     """Other creators' pieces (the tuned split only): a 1.0 m bar table is a table, coffee
     tables are no TV stands, TV stands stay TV stands, a couch is a sofa."""

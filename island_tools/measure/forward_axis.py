@@ -49,12 +49,6 @@ on margins fitted to one creator's models:
    None, the best guess and the reason in ``detail``): verify raises an unknown instead of
    measuring facing against a guess. Flat, degenerate and face-less meshes are
    ``undetermined``: nothing about them was measured.
-6. **The back agrees**: a front found without a mirror plane (its confidence scaled
-   down: a swivel chair whose five-spoke base, at an angle to its seat, dominates the plan
-   and the planes searched) must point within ``BACK_AGREE_DEG`` of the way away from its
-   tall part (a backrest, a headboard) across its upper body (the seat before it), when the
-   tall part stands off that body's centre (``BACK_OFFSET``); else ``undetermined``
-   with both directions in ``detail``: never a confident front off the seat's.
 
 Every result carries ``symmetry``: ``{"order": 1 | 2 | 4 | "continuous" | None,
 "confidence", "reference_axis_local"}``: order 1 with the front for a front; for a
@@ -112,8 +106,6 @@ DISAGREE = 0.12          # a cue this strong against the winner makes the front 
 DISAGREE_RATIO = 0.5     # ... when it is at least half as strong as the best cue for it
 CONFIDENT_MARGIN = 0.5   # a margin this large (or more) is reported as confidence 1
 NO_MIRROR_CONFIDENCE = 0.7
-BACK_AGREE_DEG = 15.0    # a front without a clean mirror plane agrees with the back's side
-BACK_OFFSET = 0.08       # ... when the tall part stands this far (of the size) off centre
 WEAK_BREAK_CONFIDENCE = 0.7
 # Bounds the (triangle, cell) pairs rasterised at once: memory stays ~100 MB on any mesh.
 _PAIRS_PER_CHUNK = 1 << 20
@@ -602,30 +594,6 @@ def _axis_margin(frame: _Frame, axis: int) -> tuple[float, dict[str, Any], dict[
     return abs(margin), plus if margin >= 0 else minus, cues
 
 
-def _away_from_back(v: np.ndarray, faces: np.ndarray) -> np.ndarray | None:
-    """Plan direction away from the tall part (area-weighted triangles above
-    ``TALL_FRACTION`` of the height: a backrest, a headboard) from the centre of the upper
-    body's plan box (above ``UPPER_FRACTION``: seat, back and arms), or None when the tall
-    part stands within ``BACK_OFFSET`` of that box's size of its centre (a top, a cabinet,
-    a desk: no back)."""
-    tri = v[faces]
-    area = 0.5 * np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
-    z = tri[:, :, 2].mean(axis=1)
-    z0, h = float(v[:, 2].min()), float(np.ptp(v[:, 2]))
-    upper = z >= z0 + UPPER_FRACTION * h
-    tall = z >= z0 + TALL_FRACTION * h
-    if area[tall].sum() <= 0.0 or not upper.any():
-        return None
-    mid = tri[:, :, :2].mean(axis=1)
-    c_tall = (area[tall, None] * mid[tall]).sum(axis=0) / area[tall].sum()
-    pts = v[faces[upper].reshape(-1), :2]
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
-    d = (lo + hi) / 2.0 - c_tall
-    if float(np.linalg.norm(d)) < BACK_OFFSET * float((hi - lo).max()):
-        return None
-    return d / float(np.linalg.norm(d))
-
-
 def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
     """Forward (front) direction of a mesh in its local XY; see the module docstring.
 
@@ -758,15 +726,6 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
     detail.update(margin=round(margin, 6), front_axis=("u", "v")[axis],
                   mirror_plane=mirror_plane, cue_margins=_round6(cues))
     nx, ny = side["normal_local"]
-    if not reasons and not mirror_plane:
-        away = _away_from_back(v, f)
-        if away is not None:
-            off = math.degrees(math.acos(max(-1.0, min(1.0, float(away @ np.array([nx, ny]))))))
-            detail["away_from_back_local"] = [float(away[0]) + 0.0, float(away[1]) + 0.0]
-            if off > BACK_AGREE_DEG:
-                reasons.append(f"no clean mirror plane, and the front found is {off:.0f} deg "
-                               f"off the side away from the tall part (a back): the base "
-                               f"may set the frame")
     if reasons:
         detail.update(best_guess_local=[nx, ny], reason="; ".join(reasons),
                       symmetry=_symmetry(None, 0.0, None))
