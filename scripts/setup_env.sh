@@ -3,17 +3,21 @@
 #   bash scripts/setup_env.sh                 # Python side only
 #   bash scripts/setup_env.sh --with-blender  # + Debian's blender 3.4 binary (needs root/apt)
 #   bash scripts/setup_env.sh --with-bpy52    # + .venv313: Python 3.13 with bpy 5.2.x, numpy 2
+#   bash scripts/setup_env.sh --with-lts      # + .venv42 / .venv45: Python 3.11 with bpy 4.2.x
+#                                             #   LTS / 4.5.x LTS (the LTS tiers, tests/test_lts.py)
 # pip downloads are cached in ${PIP_CACHE_DIR:-~/.cache/pip} (the bpy wheel is ~375 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_blender=0
 with_bpy52=0
+with_lts=0
 for arg in "$@"; do
   case "$arg" in
     --with-blender) with_blender=1 ;;
     --with-bpy52) with_bpy52=1 ;;
-    *) echo "setup_env.sh: unknown argument $arg (use --with-blender, --with-bpy52)" >&2
+    --with-lts) with_lts=1 ;;
+    *) echo "setup_env.sh: unknown argument $arg (use --with-blender, --with-bpy52, --with-lts)" >&2
        exit 2 ;;
   esac
 done
@@ -80,5 +84,21 @@ if [ "$with_bpy52" = 1 ]; then
   .venv313/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=compat
   echo "setup_env.sh: .venv313 ready ($(.venv313/bin/python -c \
     'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"
+fi
+if [ "$with_lts" = 1 ]; then
+  # The Blender LTS lines studios pin, as bpy wheels on Python 3.11 (~400 MB each, cached by
+  # pip). The project's own dependencies pin bpy 5.0 on 3.11, so the test set is named here
+  # and the checkout goes in without dependencies.
+  for lts in 4.2 4.5; do
+    venv=".venv${lts/./}"
+    if [ ! -x "$venv/bin/python" ]; then
+      "$py" -m venv "$venv"
+    fi
+    "$venv/bin/python" -m pip install -q "bpy==$lts.*" "numpy>=1.24,<2" "pytest>=8" \
+      "trimesh>=4.0" "python-fcl>=0.7" "pillow>=10" "pyyaml>=6" "shapely>=2"
+    "$venv/bin/python" -m pip install -q --no-deps -e . --config-settings editable_mode=compat
+    echo "setup_env.sh: $venv ready ($("$venv/bin/python" -c \
+      'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"
+  done
 fi
 echo "setup_env.sh: ready ($(.venv/bin/python -c 'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"
