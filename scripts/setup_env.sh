@@ -48,18 +48,19 @@ fi
 .venv/bin/python -m compileall -q -j 0 island_tools worker scripts fixtures blender_addon >/dev/null
 
 if [ "$with_blender" = 1 ] && { ! command -v blender || ! command -v xvfb-run \
-     || ! command -v xdotool; } >/dev/null 2>&1; then
+     || ! command -v xdotool || ! command -v tesseract; } >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # python3-numpy: Blender 3.4's own Python has no numpy without it.
     # xvfb, xauth, xdotool: the add-on's GUI tier (a real Blender window, tests/gui/).
     # e2fsprogs: chattr and mkfs.ext4 for the immutable-directory faults (tests/test_faults.py).
+    # tesseract-ocr: the GUI tier reads the panel's text back from its screenshots.
     apt-get install -y -qq --no-install-recommends blender python3-numpy \
-      xvfb xauth xdotool e2fsprogs >/dev/null
+      xvfb xauth xdotool e2fsprogs tesseract-ocr tesseract-ocr-eng >/dev/null
   else
     echo "setup_env.sh: not root; install Debian's blender python3-numpy xvfb xauth xdotool" \
-      "e2fsprogs yourself" >&2
+      "e2fsprogs tesseract-ocr tesseract-ocr-eng yourself" >&2
     exit 2
   fi
 fi
@@ -95,7 +96,8 @@ if [ "$with_lts" = 1 ]; then
       "$py" -m venv "$venv"
     fi
     "$venv/bin/python" -m pip install -q "bpy==$lts.*" "numpy>=1.24,<2" "pytest>=8" \
-      "trimesh>=4.0" "python-fcl>=0.7" "pillow>=10" "pyyaml>=6" "shapely>=2"
+      "trimesh>=4.0" "python-fcl>=0.7" "pillow>=10" "pyyaml>=6" "shapely>=2" \
+      "filelock>=3.30"
     "$venv/bin/python" -m pip install -q --no-deps -e . --config-settings editable_mode=compat
     echo "setup_env.sh: $venv ready ($("$venv/bin/python" -c \
       'import bpy; print("bpy", bpy.app.version_string)' 2>/dev/null | tail -n 1))"

@@ -7,13 +7,12 @@ with -9 is found by the next session (``Ledger.mark_dead_runs``) and marked fail
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 from collections.abc import Iterator
 
 from ..errors import EXIT_INTERNAL, IslandError, UsageError
-from ..files import atomic
+from ..files import atomic, locks
 from . import batch as batching
 from .batch import BatchRun
 from .context import StageContext
@@ -30,11 +29,9 @@ def scene_lock(ctx: StageContext, shared: bool = False) -> Iterator[None]:
     """Exclusive for a run (and a batch's prepare/finish); shared for batch islands."""
     fd = atomic.open_beneath(ctx.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not locks.lock_fd(fd, shared=shared, blocking=False):
             raise UsageError("another refine_scene run is active on this scene",
-                             file=str(ctx.paths.root), fix="wait for it to finish") from None
+                             file=str(ctx.paths.root), fix="wait for it to finish")
         yield
     finally:
         os.close(fd)
