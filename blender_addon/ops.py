@@ -509,7 +509,9 @@ class _LongOperator(_IslandOperator):
         return {"FINISHED"}
 
     def invoke(self, context, event):
-        if bpy.app.background or context.window is None:
+        from .runner import CAN_POLL_PIPES
+
+        if bpy.app.background or context.window is None or not CAN_POLL_PIPES:
             return self.execute(context)
         try:
             runner = make_runner(context)

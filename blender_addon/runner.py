@@ -43,6 +43,9 @@ IN_PROCESS_MODULES = {"numpy": "numpy", "fcl": "python-fcl", "PIL": "Pillow", "y
 TASKS_SCRIPT = Path(__file__).resolve().with_name("tasks.py")
 _ERROR_LINE = re.compile(r"^\[[^\]]+\] error \(exit (\d+)\): (.*)$")
 STOP_GRACE_S = 3.0
+# A child's pipes are polled without blocking (selectors): POSIX only, Windows' select takes
+# sockets. There a long operator runs to its end in this process (ops._LongOperator.invoke).
+CAN_POLL_PIPES = os.name == "posix"
 Progress = Callable[[str], None]
 
 

@@ -35,6 +35,11 @@ BLOCKED_ATTRS = {
     "socket": ("AF_UNIX",),
 }
 
+IMPORTED = ["island_tools.files.atomic", "island_tools.files.locks", "island_tools.iteration",
+            "island_tools.adapter", "island_tools.scene.run", "worker.launch",
+            "worker.lifetime", "worker.daemon_client", "blender_addon.runner",
+            "blender_addon.tasks"]
+
 DRIVER = r'''
 import json, sys, traceback
 args = json.loads(sys.argv[1])
@@ -62,6 +67,9 @@ def call(label, fn, *a, **k):
                                traceback.format_exc()]
 
 
+import importlib
+for name in args["import"]:          # the add-on's in-process path, imported up front
+    call("import " + name, importlib.import_module, name)
 call("enable", addon_utils.enable, "blender_addon", default_set=True)
 prefs = bpy.context.preferences.addons["blender_addon"].preferences
 prefs.config_path = args["config"]
@@ -106,7 +114,7 @@ def test_addon_in_process_path_without_posix_modules(plain_room: Path, tmp_path:
     scene = tmp_path / "scene"
     args = {"repo": str(REPO), "config": str(config), "blend": str(plain_room),
             "scene_dir": str(scene), "table": TABLE, "modules": list(BLOCKED_MODULES),
-            "attrs": {k: list(v) for k, v in BLOCKED_ATTRS.items()}}
+            "attrs": {k: list(v) for k, v in BLOCKED_ATTRS.items()}, "import": IMPORTED}
     proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(args)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=600, check=False)
     line = next((ln for ln in proc.stdout.splitlines()
@@ -126,7 +134,8 @@ def test_addon_in_process_path_without_posix_modules(plain_room: Path, tmp_path:
     print(json.dumps({k: v[:3] for k, v in out["calls"].items()}, indent=1))
     calls = out["calls"]
     # what needs no lock works: the add-on, Find Groups, Build From Proposals
-    for label in ("enable", "find groups", "build from proposals"):
+    for label in (*(f"import {n}" for n in IMPORTED), "enable", "find groups",
+                  "build from proposals"):
         assert calls[label][0] == "ok", (label, calls[label])
     assert (scene / "relation_groups" / out["groups"][0] / "metadata.json").is_file()
     # the step's group lock: here neither fcntl nor Windows' LockFileEx (filelock) exists,
