@@ -509,9 +509,7 @@ class _LongOperator(_IslandOperator):
         return {"FINISHED"}
 
     def invoke(self, context, event):
-        from .runner import CAN_POLL_PIPES
-
-        if bpy.app.background or context.window is None or not CAN_POLL_PIPES:
+        if bpy.app.background or context.window is None:
             return self.execute(context)
         try:
             runner = make_runner(context)

@@ -189,6 +189,8 @@ def sequence():
         original(self, context)
 
     panel.ISLAND_PT_main.draw = counted
+    # the sidebar beside the viewport, not over it: framing then keeps the room in sight
+    bpy.context.preferences.system.use_region_overlap = False
     yield from open_island_tab()
     artist = win().scene
     LOG["checks"]["before"] = world(artist)
