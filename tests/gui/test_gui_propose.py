@@ -124,10 +124,11 @@ def _write_docs_image(shot: dict) -> None:
     """The 3D area (viewport and sidebar) of ``shot``, for docs/ADDON.md."""
     from PIL import Image
 
-    x, y, w, h = shot["view"]
+    x, y, _w, h = shot["view"]
+    ux, _uy, uw, _uh = shot["ui"]
     height = shot["window"][1]
     with Image.open(shot["path"]) as img:
-        crop = img.convert("RGB").crop((x, height - (y + h), x + w, height - y))
+        crop = img.convert("RGB").crop((x, height - (y + h), ux + uw, height - y))
         crop = crop.resize((crop.width * 3 // 4, crop.height * 3 // 4), Image.LANCZOS)
         crop.quantize(colors=128).save(REPO / "docs/images/addon_propose.png", optimize=True)
 
