@@ -6,9 +6,9 @@
     python blender_addon/build.py --validator PATH         # Blender 4.2+'s blender_ext.py or binary
 
 -> ``build/addon/island_refiner-<version>-<platform>.zip`` (``linux_x64``, ``macos_arm64``,
-``macos_x64``; no Windows zip: the loop's file locks, process groups and the warm worker's
-Unix socket are POSIX-only, see docs/ADDON.md "Known limits"). Each zip holds one top-level
-folder ``island_refiner/``:
+``macos_x64``, ``windows_x64``; the Windows zip is built and listed, never run here: what
+works there and what refuses in one line is docs/ADDON.md "Windows and macOS"). Each zip
+holds one top-level folder ``island_refiner/``:
 
 * the add-on (``__init__.py``, operators, panel, ``tasks.py`` ...);
 * ``lib/``: the library it runs - ``island_tools``, ``worker``, the loop CLIs of ``scripts``
@@ -65,7 +65,9 @@ REPO = ADDON_DIR.parent
 EXCLUDE = ("build.py",)
 # What the library imports beyond the stdlib and numpy (island_tools/measure/geometry.py: fcl;
 # annotate.py: PIL; configfile.py: yaml for files that are not flat key: value lines).
-WHEELS = {"python-fcl": "python-fcl>=0.7", "pillow": "pillow>=10", "pyyaml": "pyyaml>=6"}
+# locks.py: filelock where there is no fcntl (Windows); pure Python, one wheel for all.
+WHEELS = {"python-fcl": "python-fcl>=0.7", "pillow": "pillow>=10", "pyyaml": "pyyaml>=6",
+          "filelock": "filelock>=3.30"}
 # Shipped by every Blender 4.2+ (its Python's site-packages): never bundled.
 BLENDER_SHIPS = {"numpy", "cython", "requests", "zstandard", "certifi", "idna", "urllib3",
                  "charset-normalizer"}
@@ -74,7 +76,8 @@ LIB_PACKAGES = ("island_tools", "worker")
 LIB_SCRIPTS = ("__init__.py", "_cli.py", "_step_host.py", "_step_host_server.py",
                "init_iter0.py", "iter_step.py")
 ZIP_TIME = (2024, 1, 1, 0, 0, 0)
-ZIP_CACHE_KEEP = 3   # cached_build keeps the zips of this many most recent input digests
+ZIP_CACHE_KEEP = 5   # cached_build keeps the zips of this many most recent input digests
+                     # (one per validator: bpy 4.2, 4.5, 5.0, 5.2 in one CI run)
 VALIDATOR_ENV = "ISLAND_REFINER_EXT_VALIDATOR"
 VALIDATOR_MIN_BLENDER = (4, 2)  # extensions (and their validator) exist from 4.2 on
 # Inside a Blender (or bpy) install: <X.Y>/scripts/...; tags.py is what `blender -c extension
@@ -109,8 +112,9 @@ PLATFORMS = {p.blender: p for p in (
                            "manylinux2014_x86_64")),
     Platform("macos-arm64", ("macosx_11_0_arm64",)),
     Platform("macos-x64", _MAC_X64),
-    # No windows-x64: a zip would install and then fail in every operator (fcntl, killpg,
-    # AF_UNIX). Its wheels resolve (win_amd64); add it back with a Windows port of the loop.
+    # Built and listed, never run here (no Windows machine): docs/ADDON.md "Windows and
+    # macOS" says what is ported (locks: filelock) and what refuses in one line.
+    Platform("windows-x64", ("win_amd64",)),
 )}
 
 
@@ -477,7 +481,10 @@ def build_platform(platform: Platform, out_dir: Path, cache: Path,
     only then moved to its path."""
     src = src or sources()
     package = manifest_field("id")
-    wheels = [w for py in pythons for w in download_wheels(platform, py, cache)]
+    # a pure (py3-none-any) wheel serves every Python: listed and stored once
+    wheels = sorted({w.name: w for py in pythons
+                     for w in download_wheels(platform, py, cache)}.values(),
+                    key=lambda p: p.name)
     out = out_dir / f"{package}-{manifest_field('version')}-{platform.suffix}.zip"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.zip")
@@ -580,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     built = ", ".join(PLATFORMS)
     p = argparse.ArgumentParser(
         prog="blender_addon/build.py", description=__doc__.splitlines()[0],
-        epilog=f"Platforms built: {built} (no Windows zip: docs/ADDON.md 'Known limits'). "
+        epilog=f"Platforms built: {built} (Windows: docs/ADDON.md 'Windows and macOS'). "
                "Exit codes: 0 built, 1 build error, 2 bad arguments.")
     p.add_argument("--out", default=str(REPO / "build" / "addon"))
     p.add_argument("--platform", action="append", choices=list(PLATFORMS),

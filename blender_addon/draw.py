@@ -14,6 +14,8 @@ handlers. Only with a UI: nothing is registered in background mode.
 """
 import bpy
 
+from . import compat
+
 ARROW_M = 0.6
 HEAD_M = 0.15
 COLOR = (1.0, 0.55, 0.0, 1.0)
@@ -26,14 +28,7 @@ _labels_handle = None
 
 
 def _shader():
-    import gpu
-
-    for name in ("UNIFORM_COLOR", "3D_UNIFORM_COLOR"):  # 4.x+ / 3.x
-        try:
-            return gpu.shader.from_builtin(name)
-        except (ValueError, TypeError):
-            continue
-    return None
+    return compat.uniform_color_shader()
 
 
 def arrow_segments(obj) -> list:
@@ -169,10 +164,7 @@ def _draw_labels() -> None:
     region, rv3d = context.region, context.region_data
     if region is None or rv3d is None:
         return
-    if bpy.app.version >= (4, 0, 0):
-        blf.size(0, LABEL_PX)
-    else:
-        blf.size(0, LABEL_PX, 72)
+    compat.set_font_size(0, LABEL_PX)
     for at, text, colour in proposal_labels(st):
         xy = location_3d_to_region_2d(region, rv3d, at)
         if xy is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import bpy
 
-from . import ops
+from . import compat, ops
 from .ops import state
 
 CHAR_PX = 6.2     # average UI character width at scale 1 when blf cannot measure
@@ -24,10 +24,7 @@ def _measure(scale: float):
     try:
         import blf
 
-        if bpy.app.version >= (4, 0, 0):
-            blf.size(0, FONT_SIZE * scale)
-        else:
-            blf.size(0, FONT_SIZE, int(72 * scale))
+        compat.set_font_size(0, FONT_SIZE, scale)
         if blf.dimensions(0, "abc")[0] <= 0:
             return None
         return lambda text: blf.dimensions(0, text)[0]

@@ -12,14 +12,14 @@ from bpy.props import (
     StringProperty,
 )
 
+from . import compat
+
 PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
 FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", "mixed")
 SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
 
 
-# Blender 4.5+ warns about '//' in a path property unless it says it supports it; older
-# Blenders do not know the option (and accept '//' silently).
-PATH_OPTIONS = {"PATH_SUPPORTS_BLEND_RELATIVE"} if bpy.app.version >= (4, 5, 0) else set()
+PATH_OPTIONS = compat.path_options()
 
 
 def _items(values):

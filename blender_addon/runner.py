@@ -25,12 +25,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import queue
 import re
-import selectors
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -167,25 +168,44 @@ class Process:
             from island_tools.errors import UsageError
             raise UsageError(f"cannot start '{self.argv[0]}': {exc}",
                              fix="set the Python path in the add-on preferences") from None
-        self._sel = selectors.DefaultSelector()
+        # One reader thread per pipe (blocking reads, the GIL released): polled without
+        # blocking on every platform - selectors cannot wait on Windows' pipes.
+        self._chunks: queue.Queue[tuple[str, bytes]] = queue.Queue()
+        self._open = {"stdout", "stderr"}
         for name, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
-            os.set_blocking(pipe.fileno(), False)
-            self._sel.register(pipe, selectors.EVENT_READ, name)
+            threading.Thread(target=self._read, args=(name, pipe), daemon=True,
+                             name=f"island-{name}").start()
+
+    def _read(self, name: str, pipe: Any) -> None:
+        try:
+            while True:
+                chunk = pipe.read1(1 << 16)   # what is there, waiting only for the first byte
+                if not chunk:
+                    break
+                self._chunks.put((name, chunk))
+        except (OSError, ValueError):   # closed under us by stop()
+            pass
+        finally:
+            self._chunks.put((name, b""))  # end of this stream, after all of its data
 
     def poll(self, wait_s: float = 0.0) -> list[str]:
         """New complete stderr lines (progress); reads stdout too. Never blocks longer."""
         new: list[str] = []
-        if not self._sel.get_map():
-            return new
-        for key, _ in self._sel.select(timeout=wait_s):
-            chunk = key.fileobj.read()
+        timeout: float | None = max(wait_s, 0.0)
+        while self._open:
+            try:
+                name, chunk = (self._chunks.get(timeout=timeout) if timeout is not None
+                               else self._chunks.get_nowait())
+            except queue.Empty:
+                break
+            timeout = None   # the first chunk waited; the rest is what has arrived
             if not chunk:
-                self._sel.unregister(key.fileobj)
+                self._open.discard(name)
                 continue
-            text = self._partial[key.data] + chunk.decode("utf-8", "replace")
-            *lines, self._partial[key.data] = text.split("\n")
-            getattr(self, key.data).extend(lines)
-            if key.data == "stderr":
+            text = self._partial[name] + chunk.decode("utf-8", "replace")
+            *lines, self._partial[name] = text.split("\n")
+            getattr(self, name).extend(lines)
+            if name == "stderr":
                 new.extend(ln for ln in lines if ln.strip())
         if time.monotonic() - self.started > self.timeout_s and self.popen.poll() is None:
             self.stop(grace_s=0.0)
@@ -202,7 +222,7 @@ class Process:
 
     @property
     def done(self) -> bool:
-        return self.popen.poll() is not None and not self._sel.get_map()
+        return self.popen.poll() is not None and not self._open
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Ask the child to stop (SIGINT: the CLIs remove their staging and exit 130), and
@@ -225,7 +245,7 @@ class Process:
             except (ProcessLookupError, PermissionError):
                 pass
         self.popen.wait()
-        self._sel.close()
+        self._open.clear()   # what a stopped child still had in its pipes is not read
 
     kill = stop
 

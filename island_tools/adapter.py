@@ -67,7 +67,6 @@ numbers, which the solver shares); the loop, the MCP server and the add-on read 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import selectors
@@ -84,7 +83,7 @@ from typing import Any, Protocol
 from . import review
 from .config import Settings
 from .errors import EXIT_INTERNAL, AgentError, IslandError, TransformsError, UsageError
-from .files import atomic
+from .files import atomic, locks, portable
 from .files.jsonio import loads_strict, read_object
 from .iteration import (
     REFINER_DIR,
@@ -350,6 +349,10 @@ def run_bounded(command: str, cwd: Path, prompt: str, timeout_s: float, where: s
     so a child that keeps them open (a daemonised helper) cannot hold the loop. On every
     way out the command's process group is killed, and so is any process of ours still
     holding its pipes (a ``setsid`` child). AgentError (exit 9) otherwise."""
+    if not hasattr(os, "killpg"):   # Windows: no process group to bound the command with
+        raise AgentError(portable.refuse("an agent command", "bounding it needs POSIX "
+                                         "process groups (os.killpg)"),
+                         fix="use --policy solver, or run agent commands on Linux or macOS")
     proc = subprocess.Popen(command, shell=True, cwd=cwd, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -525,11 +528,9 @@ def _run_lock(root: Path) -> Iterator[None]:
     """One agent run per group (iter_step's own lock is per step, not per run)."""
     fd = atomic.open_beneath(root / _RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+        if not locks.lock_fd(fd, blocking=False):
             raise UsageError("another agent run is active on this group", file=str(root),
-                             fix="wait for it to finish") from exc
+                             fix="wait for it to finish")
         yield
     finally:
         os.close(fd)

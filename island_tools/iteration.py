@@ -12,7 +12,6 @@ and everything before it byte-identical, and the group's own files untouched.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -28,7 +27,7 @@ import numpy as np
 from .annotate import annotate_bev
 from .config import Settings
 from .errors import GeometryError, GroupInputError, IslandError, SanityError, UsageError
-from .files import atomic, blendfile
+from .files import atomic, blendfile, locks, portable
 from .files.atomic import sha256_file
 from .files.jsonio import read_object
 from .measure import frames, meshcache
@@ -123,17 +122,22 @@ def completed_iters(group: Group) -> list[int]:
     return sorted(out)
 
 
+GROUP_LOCK = ".group.lock"   # only where a directory cannot be opened (Windows)
+
+
 @contextlib.contextmanager
 def group_lock(root: Path) -> Iterator[None]:
     """One step at a time per group (a second concurrent call is a usage error)."""
-    # flock on the directory itself: no lock file is left behind in the group.
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    # POSIX: the lock on the directory itself, so no lock file is left behind in the group;
+    # Windows opens no directory: a lock file in it (locks.lock_fd: filelock there).
+    if portable.O_DIRECTORY:
+        fd = os.open(root, os.O_RDONLY | portable.O_DIRECTORY)
+    else:
+        fd = os.open(root / GROUP_LOCK, os.O_RDWR | os.O_CREAT | portable.O_BINARY, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+        if not locks.lock_fd(fd, blocking=False):
             raise UsageError("another init_iter0/iter_step is running on this group",
-                             file=str(root), fix="wait for it to finish") from exc
+                             file=str(root), fix="wait for it to finish")
         yield
     finally:
         os.close(fd)

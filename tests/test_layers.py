@@ -14,8 +14,9 @@ NOT_IN_BLENDER_PYTHON = {"trimesh", "PIL", "rich", "tqdm", "dask", "fcl", "yaml"
 # island_tools modules the worker may import: stdlib + numpy only.
 WORKER_SAFE = {"island_tools", "island_tools.errors", "island_tools.files",
                "island_tools.files.atomic", "island_tools.files.blendfile",
-               "island_tools.files.locks", "island_tools.measure", "island_tools.measure.frames",
-               "island_tools.measure.meshcache", "island_tools.measure.riders"}
+               "island_tools.files.locks", "island_tools.files.portable", "island_tools.measure",
+               "island_tools.measure.frames", "island_tools.measure.meshcache",
+               "island_tools.measure.riders"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -61,7 +61,8 @@ EXIT_ALREADY_RUNNING = 3
 # Modules a daemon runs for a job: when one changes on disk, a running daemon is stale.
 _CODE_FILES = ("island_tools/errors.py", "island_tools/files/atomic.py",
                "island_tools/files/blendfile.py", "island_tools/measure/frames.py",
-               "island_tools/measure/meshcache.py", "island_tools/files/locks.py")
+               "island_tools/measure/meshcache.py", "island_tools/files/locks.py",
+               "island_tools/files/portable.py")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

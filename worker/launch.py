@@ -273,8 +273,11 @@ def _run(cmd: list[str], timeout: float, env: dict, backend: Backend, job: Mappi
 
 
 def _kill_group(popen: subprocess.Popen) -> None:
+    killpg = getattr(os, "killpg", None)   # Windows: no process groups; the child only
     try:
-        os.killpg(popen.pid, signal.SIGKILL)
+        if killpg is None:
+            raise PermissionError
+        killpg(popen.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         popen.kill()
     popen.communicate()

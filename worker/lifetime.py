@@ -40,13 +40,16 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
-    """``preexec_fn`` for ``subprocess.Popen``: the child gets ``sig`` when its parent dies.
+def die_with_parent(sig: int | None = None) -> Callable[[], None] | None:
+    """``preexec_fn`` for ``subprocess.Popen``: the child gets ``sig`` (default SIGKILL) when
+    its parent dies. None off Linux (no prctl; Windows has no SIGKILL nor preexec_fn).
 
     Resolved before the fork, so the child only makes one libc call."""
     prctl = _PRCTL
     if prctl is None:
         return None
+    if sig is None:
+        sig = signal.SIGKILL
     parent = os.getpid()
 
     def preexec() -> None:

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from . import portable
+from .portable import O_BINARY, O_CLOEXEC, O_NOFOLLOW
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_NOFOLLOW_DIR = _DIR_FLAGS | os.O_NOFOLLOW
+_DIR_FLAGS = os.O_RDONLY | portable.O_DIRECTORY | O_CLOEXEC
+_NOFOLLOW_DIR = _DIR_FLAGS | O_NOFOLLOW
 
 
 class ConfinementError(UsageError):
@@ -159,6 +161,10 @@ def confined(guard: Confined) -> Iterator[Confined]:
     """Install ``guard`` for every thread of the process until the block ends (the MCP
     server runs one writing call at a time; the scene pipeline's threads write under it)."""
     global _GUARD
+    if not portable.DIR_FD:   # each write opens its directory one component at a time
+        raise UsageError(portable.refuse("confined writes (the MCP server's)",
+                                         "they need os.open with dir_fd (POSIX)"),
+                         fix="run the MCP server on Linux or macOS")
     with _GUARD_LOCK:
         previous, _GUARD = _GUARD, guard
     try:
@@ -253,11 +259,11 @@ def _tmp_in(fd: int | None, target: str) -> tuple[int, str]:
     while True:
         tmp = os.path.join(head, _tmp_name(name))
         try:
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                          | os.O_CLOEXEC, 0o600, dir_fd=fd)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW
+                          | O_CLOEXEC | O_BINARY, 0o600, dir_fd=fd)
         except FileExistsError:
             continue
-        os.fchmod(out, 0o666 & ~_umask())
+        portable.fchmod(out, tmp if fd is None else None, 0o666 & ~_umask())
         return out, tmp
 
 
@@ -316,8 +322,8 @@ def copy_file(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         fd, tmp = _tmp_in(dfd, name)
         with _into(dfd, tmp, dst):
             with os.fdopen(fd, "wb") as out:
-                rfd = os.open(sname, os.O_RDONLY | os.O_CLOEXEC
-                              | (os.O_NOFOLLOW if sfd is not None else 0), dir_fd=sfd)
+                rfd = os.open(sname, os.O_RDONLY | O_CLOEXEC | O_BINARY
+                              | (O_NOFOLLOW if sfd is not None else 0), dir_fd=sfd)
                 with os.fdopen(rfd, "rb") as fh:
                     shutil.copyfileobj(fh, out, 1 << 20)
                     if keep_times:
@@ -426,8 +432,8 @@ def open_beneath(path: str | os.PathLike[str], flags: int, mode: int = 0o666) ->
     path = Path(path)
     with _parent(path) as (fd, name):
         try:
-            return os.open(name, flags | os.O_CLOEXEC | (os.O_NOFOLLOW if fd is not None
-                                                         else 0), mode, dir_fd=fd)
+            return os.open(name, flags | O_CLOEXEC | O_BINARY | (O_NOFOLLOW if fd is not None
+                                                                  else 0), mode, dir_fd=fd)
         except BaseException as exc:
             _named(exc, path, fd)
             raise

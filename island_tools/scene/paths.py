@@ -7,14 +7,13 @@ without importing back up.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import UsageError
-from ..files import atomic
+from ..files import atomic, locks
 
 SCENE_BLEND = "blend/stage3-sub-planned.blend"
 OUTPUT_BLEND = "blend/stage3-scene.blend"
@@ -83,16 +82,14 @@ class GroupPaths:
 
 @contextlib.contextmanager
 def scene_locked(paths: ScenePaths, shared: bool = False) -> Iterator[None]:
-    """The scene lock (``.refine_scene.lock``, ``flock``, never waited for): exclusive for a
+    """The scene lock (``.refine_scene.lock``, ``locks.lock_fd``, never waited for): exclusive for a
     run, a batch's prepare/finish and ``propose`` (which rewrites the graph a run refines),
     shared for batch islands. Held elsewhere: UsageError (exit 2, one line)."""
     fd = atomic.open_beneath(paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not locks.lock_fd(fd, shared=shared, blocking=False):
             raise UsageError("another refine_scene run is active on this scene",
-                             file=str(paths.root), fix="wait for it to finish") from None
+                             file=str(paths.root), fix="wait for it to finish")
         yield
     finally:
         os.close(fd)
