@@ -57,7 +57,7 @@ def _commands(text: str) -> list[str]:
 def test_every_readme_command_runs_from_a_fresh_clone() -> None:
     """``setup_env.sh`` makes ``.venv`` (and ``.venv313``); nothing else is on PATH."""
     scripts = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"])
-    venv_bin = {f"{v}/bin/{name}" for v in (".venv", ".venv313")
+    venv_bin = {f"{v}/bin/{name}" for v in (".venv", ".venv313", ".venv42", ".venv45")
                 for name in ("python", *scripts)}
     wrong = []
     for cmd in _commands(README.read_text(encoding="utf-8")):

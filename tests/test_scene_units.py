@@ -57,7 +57,7 @@ def test_good_graph_parses_and_hashes_structure_only() -> None:
     (graph_with(members=["c3", "c3"]), "group 'tv': member 'c3' is listed twice"),
     (graph_with(member=["c3"]), "group 'tv': unknown field"),
     (graph_with(relation={"pattern": "zigzag"}), "group 'tv': 'zigzag' is not one of"),
-    (graph_with(relation={"clearance_m": -1}), "group 'tv': must be a finite number"),
+    (graph_with(relation={"clearance_m": -1.5}), "group 'tv': must be a finite number"),
     (graph_with(forward_axis={"c3": "up"}), "group 'tv': 'up' is not an axis"),
     (graph_with(forward_axis={"c9": "-Y"}), "override for 'c9', which is not in the group"),
     (graph_with(target_spec={"anchor_role": "tv", "member_count": 2, "pattern": "row",
