@@ -156,7 +156,8 @@ def test_propose_force_during_a_run_is_refused_like_a_second_run(tmp_path: Path)
     policy = f"command:{AGENT} --pause-file {pause} --pause-scene cafe"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     run = subprocess.Popen([sys.executable, str(REPO / "scripts/refine_scene.py"), "run",
-                            "--scene-dir", str(scene), "--propose", *RUN, "--policy", policy],
+                            "--scene-dir", str(scene), "--propose", "--include-uncertain", *RUN,
+                            "--policy", policy],
                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     try:
@@ -180,9 +181,12 @@ def test_propose_force_during_a_run_is_refused_like_a_second_run(tmp_path: Path)
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert run.returncode == 24, err[-2000:]   # the uncertain group is left as it is
+    # the run went on as if propose had not been called: every group (uncertain ones
+    # included) completed, the graph the run read is the one on disk
+    assert run.returncode == 0, err[-2000:]
     state = json.loads((scene / "state.json").read_text())
-    assert len(state["islands_completed"]) == 1
+    groups = json.loads(graph.read_text())["groups"]
+    assert sorted(state["islands_completed"]) == sorted(g["id"] for g in groups)
 
 
 # --------------------------------------------------------------------------- names

@@ -119,8 +119,8 @@ def _seen_hints(role: str, a: Shape, members: Sequence[Shape]
 
 def _standard_forms(a: Shape, k: int, seat_w: float) -> list[tuple[str, dict[str, int]]]:
     """The usual arrangements of ``k`` seats at a rect table of this size, the most usual
-    first: pairs across the long edges (with one or both ends), a row (with one or both
-    ends), both ends. An edge holds its length over seat width plus ``SEAT_ROOM_M``."""
+    first: pairs across the long edges (with one or both ends, or one edge holding one more
+    when the count is odd), a row (with one or both ends), both ends. An edge holds its length over seat width plus ``SEAT_ROOM_M``."""
     _, half = _canonical_box(a)
     if half[0] >= half[1]:
         (l0, l1), (s0, s1), length, width = ("+y", "-y"), ("+x", "-x"), 2 * half[0], 2 * half[1]
@@ -138,6 +138,9 @@ def _standard_forms(a: Shape, k: int, seat_w: float) -> list[tuple[str, dict[str
     n = (k - 1) // 2
     if k % 2 == 1 and 1 <= n <= per_long and per_short:
         out += [("pairs and one end", {l0: n, l1: n, s: 1}) for s in (s0, s1)]
+    if k % 2 == 1 and k > 1 and n + 1 <= per_long:   # one long edge holds one more
+        out += [("across the long edges", {l0: n + 1, l1: n}),
+                ("across the long edges", {l0: n, l1: n + 1})]
     if k <= per_long:
         out += [("row", {e: k}) for e in (l0, l1)]
     if 1 <= k - 1 <= per_long and per_short:
