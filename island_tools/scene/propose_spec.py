@@ -120,7 +120,8 @@ def _seen_hints(role: str, a: Shape, members: Sequence[Shape]
 def _standard_forms(a: Shape, k: int, seat_w: float) -> list[tuple[str, dict[str, int]]]:
     """The usual arrangements of ``k`` seats at a rect table of this size, the most usual
     first: pairs across the long edges (with one or both ends, or one edge holding one more
-    when the count is odd), a row (with one or both ends), both ends. An edge holds its length over seat width plus ``SEAT_ROOM_M``."""
+    when the count is odd), a row (with one or both ends), both ends. An edge holds its
+    length over seat width plus ``SEAT_ROOM_M``."""
     _, half = _canonical_box(a)
     if half[0] >= half[1]:
         (l0, l1), (s0, s1), length, width = ("+y", "-y"), ("+x", "-x"), 2 * half[0], 2 * half[1]
