@@ -37,7 +37,7 @@ from .layout import resolve as resolve_layout
 from .meshcache import keyed_vertices, mesh_digest, remembered
 from .obstacles import Context as ObstacleContext
 from .obstacles import Obstacle
-from .obstacles import distances as obstacle_distances
+from .obstacles import nearest as obstacle_nearest
 
 Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
@@ -930,16 +930,14 @@ class GeometryContext:
         band = self._context.band(floor, top)
         by_name = {ob.name: ob for ob in band}
         for name, m in members.items():
-            found = obstacle_distances(placed[name].hull, band)
-            if not found:
+            nearest, gap, deep = obstacle_nearest(placed[name].hull, band,
+                                                  PENETRATION_MIN_DEPTH_M)
+            if nearest is None:
                 continue
-            nearest = min(found, key=found.__getitem__)
-            m["obstacle_clearance_m"], m["nearest_obstacle"] = found[nearest], nearest
+            m["obstacle_clearance_m"], m["nearest_obstacle"] = gap, nearest
             obj = None   # the member's BVH, built only when a footprint overlap needs it
             lo, hi = placed[name].hull.min(axis=0), placed[name].hull.max(axis=0)
-            for other, d in found.items():
-                if d >= -PENETRATION_MIN_DEPTH_M:
-                    continue
+            for other, d in deep.items():
                 near = _near_triangles(by_name[other], lo, hi)
                 if near is None:
                     continue
