@@ -179,31 +179,44 @@ def distances(hull: np.ndarray, obstacles: list[Obstacle]
 def nearest(hull: np.ndarray, obstacles: list[Obstacle], deeper_than: float
             ) -> tuple[str | None, float | None, dict[str, float]]:
     """(the nearest obstacle and its signed distance, {obstacle: signed distance} for those
-    the hull overlaps by more than ``deeper_than``): what ``distances`` gives for them (the
-    first of equals nearest, in the obstacles' order), the same floats, without measuring
-    exactly the obstacles that are neither nearest nor that deep. (None, None, {}) when no
-    obstacle is within BROAD_PHASE_M."""
+    the hull overlaps by more than ``deeper_than``, in the obstacles' order): what
+    ``distances`` gives for them (the first of equals nearest), the same floats, without
+    measuring exactly the obstacles that are neither nearest nor that deep (obstacles
+    are visited nearest box first, each cut off at the best so far). (None, None, {}) when
+    no obstacle is within BROAD_PHASE_M."""
     lo, hi = hull.min(axis=0), hull.max(axis=0)
-    name: str | None = None
-    best = math.inf
-    deep: dict[str, float] = {}
-    for ob in obstacles:
+    candidates = []
+    for rank, ob in enumerate(obstacles):
         gap = np.maximum(np.maximum(ob.lo - hi, lo - ob.hi), 0.0)
         if float(np.hypot(*gap)) > BROAD_PHASE_M:
             continue
+        over = np.minimum(hi - ob.lo, ob.hi - lo)
+        box = -float(over.min()) if np.all(over > 0.0) else float(np.hypot(*gap))
+        candidates.append((box, rank, ob))
+    best: tuple[float, int] | None = None
+    found: dict[int, tuple[str, float]] = {}
+    deep: dict[int, tuple[str, float]] = {}
+    for _, rank, ob in sorted(candidates, key=lambda c: (c[0], c[1])):
         index = ob.index
         near = np.all((index.lo <= hi + BROAD_PHASE_M) & (index.hi >= lo - BROAD_PHASE_M),
                       axis=1)
         if not near.any():
             continue
-        # exact below the cutoff: enough to tell a new nearest or a deep overlap
+        # exact below the cutoff: enough to tell a new nearest (or an equal one earlier
+        # in the obstacles' order) or a deep overlap
+        cut = math.inf if best is None else max(float(np.nextafter(best[0], math.inf)),
+                                                 -deeper_than)
         d = nearest_signed_distance(hull, ob.tris2, index, None if near.all() else near,
-                                    cutoff=max(best, -deeper_than))
-        if name is None or d < best:
-            name, best = ob.name, d
+                                    cutoff=cut)
+        if best is None or (d, rank) < best:
+            best = (d, rank)
+            found[rank] = (ob.name, d)
         if d < -deeper_than:
-            deep[ob.name] = d
-    return name, (None if name is None else best), deep
+            deep[rank] = (ob.name, d)
+    if best is None:
+        return None, None, {}
+    return (found[best[1]][0], best[0],
+            {name: d for _, (name, d) in sorted(deep.items())})
 
 
 # A cluster or triangle whose lower bound exceeds the best exact value found by more than
@@ -240,39 +253,39 @@ def _bounds(hull: np.ndarray, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray
     return np.maximum(boxes, side - radius)
 
 
+def _z_order(points: np.ndarray) -> np.ndarray:
+    """Morton codes of 2-D points (16 bits per axis over their bounding box)."""
+    lo = points.min(axis=0)
+    span = max(float(np.ptp(points, axis=0).max()), 1e-300)
+    q = ((points - lo) / span * 65535.0).astype(np.uint64)
+
+    def spread(v: np.ndarray) -> np.ndarray:
+        for shift, mask in ((8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333),
+                            (1, 0x55555555)):
+            v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+        return v
+
+    return spread(q[:, 0]) | (spread(q[:, 1]) << np.uint64(1))
+
+
 class TriangleIndex:
     """Per-triangle boxes and enclosing discs of an obstacle's projected triangles, and the
-    triangles grouped into spatial clusters of at most ``LEAF_TRIANGLES`` (median splits
-    of the centroids along the longer side), each with its own box and disc."""
+    triangles grouped into spatial clusters of ``LEAF_TRIANGLES`` (consecutive in the
+    Z-order of their centroids), each with its own box and disc."""
 
     def __init__(self, tris2: np.ndarray) -> None:
         self.lo, self.hi = tris2.min(axis=1), tris2.max(axis=1)
         self.centre = tris2.mean(axis=1)
         self.radius = np.linalg.norm(tris2 - self.centre[:, None, :], axis=2).max(axis=1)
-        order = np.arange(len(tris2))
-        spans: list[tuple[int, int]] = []
-        todo = [(0, len(tris2))]
-        while todo:
-            a, b = todo.pop()
-            if b - a <= LEAF_TRIANGLES:
-                spans.append((a, b))
-                continue
-            part = order[a:b]
-            c = self.centre[part]
-            axis = int(np.argmax(np.ptp(c, axis=0)))
-            mid = (b - a) // 2
-            order[a:b] = part[np.argpartition(c[:, axis], mid, kind="introselect")]
-            todo += [(a, a + mid), (a + mid, b)]
-        spans.sort()
-        self.order = order
-        self.starts = np.array([a for a, _ in spans] + [len(tris2)], dtype=np.int64)
+        self.order = np.argsort(_z_order(self.centre), kind="stable")
+        self.starts = np.append(np.arange(0, len(tris2), LEAF_TRIANGLES), len(tris2))
         firsts = self.starts[:-1]
-        self.leaf_lo = np.minimum.reduceat(self.lo[order], firsts, axis=0)
-        self.leaf_hi = np.maximum.reduceat(self.hi[order], firsts, axis=0)
+        self.leaf_lo = np.minimum.reduceat(self.lo[self.order], firsts, axis=0)
+        self.leaf_hi = np.maximum.reduceat(self.hi[self.order], firsts, axis=0)
         self.leaf_centre = (self.leaf_lo + self.leaf_hi) / 2.0
-        corners = tris2[order]                                        # (m, 3, 2)
-        leaf_of = np.repeat(np.arange(len(spans)), np.diff(self.starts))
-        reach = np.linalg.norm(corners - self.leaf_centre[leaf_of][:, None, :], axis=2)
+        leaf_of = np.repeat(np.arange(len(firsts)), np.diff(self.starts))
+        reach = np.linalg.norm(tris2[self.order] - self.leaf_centre[leaf_of][:, None, :],
+                               axis=2)
         self.leaf_radius = np.maximum.reduceat(reach.max(axis=1), firsts)
 
     def leaf(self, i: int) -> np.ndarray:
