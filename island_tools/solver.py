@@ -371,6 +371,11 @@ MEMO_PAIRS = 512        # prepared Minkowski differences a solver keeps
 MEMO_OFFSETS = 50_000   # solved offsets and footprint depths it keeps
 
 
+def _alone(name: str, make: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
+    """A candidate for one member, as the {member: target} the search tries."""
+    return lambda: {name: make()}
+
+
 def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
     """memo[key] = value, forgetting everything first when the memo is full (what is
     remembered only saves time: the values are pure functions of their keys)."""
@@ -1216,7 +1221,7 @@ class Solver:
                                      "edge": out[name].edge}
             options: list[tuple[float, Callable[[], dict[str, _Target] | None],
                                 dict[str, Any]]] = [
-                (cost, (lambda make=make, name=name: {name: make()}), what)
+                (cost, _alone(name, make), what)
                 for cost, make, what in self._alternatives(m, out[name], anchor)]
             options += self._respaced(m, out, set(blocked) - {g["member"] for g in given_up},
                                       members, anchor)
