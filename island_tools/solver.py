@@ -100,6 +100,15 @@ priority member first, down to not moving at all. Phases:
 The decision is ``converged: true`` with empty members once every member is within
 ``POSITION_TOL_M`` and ``YAW_TOL_DEG`` of its target (the adapter honours it from
 ``policy.MIN_ITER``).
+
+Budget
+------
+A decision searches for at most ``budget_s`` seconds (``DECISION_BUDGET_S``). When that runs
+out, the edge configurations not yet scored, the placements not yet tried for blocked
+members (who then keep their current pose) and the member-phase members not yet tried are
+left out; the decision is the best arrangement found, keeping every hard constraint, and
+its ``reason_summary`` names the budget and what was cut. Under the budget the result does
+not depend on time.
 """
 from __future__ import annotations
 
