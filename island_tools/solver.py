@@ -112,6 +112,7 @@ not depend on time.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -237,6 +238,21 @@ def _box_gap(p: np.ndarray, q: np.ndarray) -> float:
     gap = np.maximum(np.maximum(q.min(axis=0) - p.max(axis=0), p.min(axis=0) - q.max(axis=0)),
                      0.0)
     return float(math.hypot(gap[0], gap[1]))
+
+
+def _distance_memo(memo: dict[Any, float], key: Any, p: np.ndarray, q: np.ndarray) -> float:
+    """``_distance(p, q)``, kept in ``memo[key]``."""
+    if key not in memo:
+        memo[key] = _distance(p, q)
+    return memo[key]
+
+
+def _deeper(p: np.ndarray, q: np.ndarray, now: Callable[[], float]) -> bool:
+    """``_distance(p, q) < min(now(), 0) - _EPS``: would footprint p overlap q more than a
+    footprint does now? Boxes apart settle it (no overlap) without either distance."""
+    if _box_gap(p, q) > _BOX_SLACK_M:
+        return False
+    return _distance(p, q) < min(now(), 0.0) - _EPS
 
 
 def _halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1374,7 +1390,7 @@ class Solver:
         level = {p.name: BACKOFF_STEPS for p in plans}
         by_name = {p.name: p for p in plans}
         rank = {p.name: i for i, p in enumerate(plans)}   # plans come worst first
-        anchor_now = {p.name: _distance(now[p.name], anchor.hull) for p in plans}
+        anchor_now: dict[str, float] = {}
         obstacle_now = {p.name: self._obstacle_depth(now[p.name]) if self._band else 0.0
                         for p in plans}
         pair_now: dict[tuple[str, str], float] = {}
@@ -1392,8 +1408,8 @@ class Solver:
             hulls = {n: now[n] if (end := ends[n]) is None else end[1] for n in names}
             victims = set()
             for n in level:
-                if ends[n] is not None and (_distance(hulls[n], anchor.hull)
-                                            < min(anchor_now[n], 0.0) - _EPS):
+                if ends[n] is not None and _deeper(hulls[n], anchor.hull, functools.partial(
+                        _distance_memo, anchor_now, n, now[n], anchor.hull)):
                     victims.add(n)
                 elif ends[n] is not None and self._band and (
                         self._obstacle_depth(hulls[n]) > obstacle_now[n] + _EPS):
@@ -1402,9 +1418,8 @@ class Solver:
                 for b in names[i + 1:]:
                     if ends[a] is None and ends[b] is None:
                         continue
-                    if (a, b) not in pair_now:
-                        pair_now[(a, b)] = _distance(now[a], now[b])
-                    if _distance(hulls[a], hulls[b]) < min(pair_now[(a, b)], 0.0) - _EPS:
+                    if _deeper(hulls[a], hulls[b], functools.partial(
+                            _distance_memo, pair_now, (a, b), now[a], now[b])):
                         movers = [x for x in (a, b) if ends[x] is not None]
                         victims.add(max(movers, key=rank.__getitem__))
             if not victims:
@@ -1445,14 +1460,15 @@ class Solver:
             # deeper into a neighbour) takes the first other direction that overlaps
             # nothing more than now, closest to outward first
             directions = [outward, *sorted(_DISC, key=lambda d: -float(d @ outward))]
-            anchor_now = min(_distance(hulls[n], anchor.hull), 0.0)
+            here: dict[str, float] = {}   # distances now, measured when a test needs them
             depth_now = self._obstacle_depth(hulls[n]) if self._band else 0.0
             for direction in directions:
                 hull = hulls[n] + direction * VERIFY_NUDGE_M
-                if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0)
-                       - _EPS for o in hulls if o != n):
+                if any(_deeper(hull, hulls[o], functools.partial(
+                        _distance_memo, here, o, hulls[n], hulls[o])) for o in hulls if o != n):
                     continue
-                if _distance(hull, anchor.hull) < anchor_now - _EPS:
+                if _deeper(hull, anchor.hull, functools.partial(
+                        _distance_memo, here, "", hulls[n], anchor.hull)):
                     continue
                 if self._band and self._obstacle_depth(hull) > depth_now + _EPS:
                     continue
