@@ -100,15 +100,26 @@ priority member first, down to not moving at all. Phases:
 The decision is ``converged: true`` with empty members once every member is within
 ``POSITION_TOL_M`` and ``YAW_TOL_DEG`` of its target (the adapter honours it from
 ``policy.MIN_ITER``).
+
+Budget
+------
+A decision searches for at most ``budget_s`` seconds (``DECISION_BUDGET_S``). When that runs
+out, the edge configurations not yet scored, the placements not yet tried for blocked
+members (who then keep their current pose) and the member-phase members not yet tried are
+left out; the decision is the best arrangement found, keeping every hard constraint, and
+its ``reason_summary`` names the budget and what was cut. Under the budget the result does
+not depend on time.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +145,7 @@ from .measure.layout import resolve as resolve_layout
 from .measure.obstacles import Context as ObstacleContext
 from .measure.obstacles import Obstacle
 from .measure.obstacles import distances as obstacle_distances
+from .measure.obstacles import penetrations as obstacle_penetrations
 from .policy import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
 
 POSITION_TOL_M = 0.001
@@ -154,6 +166,8 @@ RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
 SLIDE_STEP_M = 0.05          # positions along an edge tried for a blocked slot
 MIN_MOVE_M = 1.0e-4          # a move under this and under MIN_TURN_DEG is no move
 MIN_TURN_DEG = 0.01
+DECISION_BUDGET_S = 2.0      # wall seconds one decision may search (Solver(budget_s=...))
+BUDGET_NOTE = "decision time budget"
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -214,6 +228,41 @@ def _distance(p: np.ndarray, q: np.ndarray) -> float:
     return convex_signed_distance(p, q)[0]
 
 
+_BOX_SLACK_M = 1e-9   # a bounding-box gap this much past a threshold decides it exactly
+
+
+def _box_gap(p: np.ndarray, q: np.ndarray) -> float:
+    """A lower bound of two polygons' distance in O(n + m): the larger of their bounding
+    boxes' gap and the gap of their projections on the line through their vertex means
+    (round shapes side by side: a table and a stool overlap in their boxes). A bound past a
+    threshold (by ``_BOX_SLACK_M``, for rounding) settles a distance test without the
+    polygons' edges (O((n + m)^2) for dense footprints)."""
+    gap = np.maximum(np.maximum(q.min(axis=0) - p.max(axis=0), p.min(axis=0) - q.max(axis=0)),
+                     0.0)
+    box = float(math.hypot(gap[0], gap[1]))
+    d = q.mean(axis=0) - p.mean(axis=0)
+    norm = float(math.hypot(d[0], d[1]))
+    if norm < 1e-12:
+        return box
+    d = d / norm
+    return max(box, float((q @ d).min() - (p @ d).max()))
+
+
+def _distance_memo(memo: dict[Any, float], key: Any, p: np.ndarray, q: np.ndarray) -> float:
+    """``_distance(p, q)``, kept in ``memo[key]``."""
+    if key not in memo:
+        memo[key] = _distance(p, q)
+    return memo[key]
+
+
+def _deeper(p: np.ndarray, q: np.ndarray, now: Callable[[], float]) -> bool:
+    """``_distance(p, q) < min(now(), 0) - _EPS``: would footprint p overlap q more than a
+    footprint does now? Boxes apart settle it (no overlap) without either distance."""
+    if _box_gap(p, q) > _BOX_SLACK_M:
+        return False
+    return _distance(p, q) < min(now(), 0.0) - _EPS
+
+
 def _halfplanes(poly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     d = np.roll(poly, -1, axis=0) - poly
     n = np.stack([d[:, 1], -d[:, 0]], axis=1)
@@ -250,6 +299,20 @@ def _crosses(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
     return hi - lo > 1e-9
 
 
+def _crosses_many(poly: np.ndarray, a: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``_crosses(poly, a, p)`` for every row p of ``points`` at once."""
+    n, off = _halfplanes(poly)
+    num = off - _EPS - n @ a
+    den = (points - a) @ n.T                                           # (k, e)
+    parallel = np.abs(den) < 1e-15
+    blocked = np.any(parallel & (num < 0)[None, :], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = num[None, :] / den
+    lo = np.max(np.where(~parallel & (den < 0), ratio, 0.0), axis=1, initial=0.0)
+    hi = np.min(np.where(~parallel & (den > 0), ratio, 1.0), axis=1, initial=1.0)
+    return ~blocked & (hi - lo > 1e-9)
+
+
 def _around(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     """The quickest path a -> b outside a convex polygon (both points outside it or on
     its boundary), under the magnitude policy's per-axis cap.
@@ -275,10 +338,13 @@ def _around(poly: np.ndarray, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
         d = nodes[j] - nodes[i]
         weight[i, j] = weight[j, i] = float(np.abs(d).max()) + 1e-3 * float(np.linalg.norm(d))
 
+    # what each end sees of the polygon's vertices, for all of them at once: O(k) tests of
+    # O(k) edges each, vectorised (a dense footprint's obstacle has hundreds of vertices)
+    seen = [~_crosses_many(poly, nodes[end], poly) for end in (0, 1)]
     for i in range(k):
         leg(2 + i, 2 + (i + 1) % k)
         for end in (0, 1):
-            if not _crosses(poly, nodes[end], poly[i]):
+            if seen[end][i]:
                 leg(end, 2 + i)
     dist = np.full(size, np.inf)
     dist[0] = 0.0
@@ -333,15 +399,68 @@ def _point_at(path: list[np.ndarray], s: float) -> np.ndarray:
     return path[-1]
 
 
+_SUPPORT_NEIGHBOURS = np.arange(-1, 2)
+MEMO_PAIRS = 512        # prepared Minkowski differences a solver keeps
+MEMO_OFFSETS = 50_000   # solved offsets and footprint depths it keeps
+
+
+def _alone(name: str, make: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
+    """A candidate for one member, as the {member: target} the search tries."""
+    return lambda: {name: make()}
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """memo[key] = value, forgetting everything first when the memo is full (what is
+    remembered only saves time: the values are pure functions of their keys)."""
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+
+
+def _support_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) whose sums a[i] + b[j] include every vertex of the convex polygon
+    A + B (a, b: CCW convex polygons): a vertex of the sum is the sum of the two
+    polygons' support points in a direction inside both vertices' normal cones, and the
+    cones of the sum are cut by both polygons' edge normals, so the directions halfway
+    between consecutive edge normals (sorted by angle) find them all; two neighbours each
+    way are added against near-ties (near-collinear vertices of a dense float32 hull)."""
+    normals = np.vstack([np.roll(p, -1, axis=0) - p for p in (a, b)]) @ np.array(
+        [[0.0, -1.0], [1.0, 0.0]])
+    angle = np.sort(np.arctan2(normals[:, 1], normals[:, 0]))
+    mid = (angle + np.append(angle[1:], angle[0] + 2.0 * math.pi)) / 2.0
+    dirs = np.stack([np.cos(mid), np.sin(mid)], axis=1)
+    i = np.argmax(a @ dirs.T, axis=0)
+    j = np.argmax(b @ dirs.T, axis=0)
+    ii = (i[:, None, None] + _SUPPORT_NEIGHBOURS[None, :, None]) % len(a)
+    jj = (j[:, None, None] + _SUPPORT_NEIGHBOURS[None, None, :]) % len(b)
+    pair = np.unique((ii * len(b) + jj).ravel())
+    return pair // len(b), pair % len(b)
+
+
 def _minkowski_difference(obstacle: np.ndarray, hull: np.ndarray) -> np.ndarray:
     """Q - P (CCW convex hull of every q - p): P translated by x meets Q iff x is in it, and
     the signed distance of P + x to Q is the signed distance of the point x to Q - P
     (outside: the Euclidean gap; inside: minus the distance to its boundary, which is the
-    separating-axis depth, Q - P's edge normals being both polygons' edge normals)."""
-    return convex_hull_2d((obstacle[:, None, :] - hull[None, :, :]).reshape(-1, 2))
+    separating-axis depth, Q - P's edge normals being both polygons' edge normals).
+
+    Built from the candidate pairs of ``_support_pairs`` (O(n + m) points, the same
+    differences) rather than all n x m: a 1000-vertex round table less a 400-vertex stool
+    is 400k points, whose hull dominated a crowded decision."""
+    if len(obstacle) < 3 or len(hull) < 3:
+        return convex_hull_2d((obstacle[:, None, :] - hull[None, :, :]).reshape(-1, 2))
+    i, j = _support_pairs(obstacle, -hull)
+    return convex_hull_2d(obstacle[i] - hull[j])
 
 
-def _point_signed_distance_fn(poly: np.ndarray):
+def _minkowski_sum(poly: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """P + S (CCW convex hull of every p + s), from ``_support_pairs``' candidates."""
+    if len(poly) < 3 or len(shape) < 3:
+        return convex_hull_2d((poly[:, None, :] + shape[None, :, :]).reshape(-1, 2))
+    i, j = _support_pairs(poly, shape)
+    return convex_hull_2d(poly[i] + shape[j])
+
+
+def _point_signed_distance_fn(poly: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """points (k, 2) -> signed distance of each to a CCW convex polygon: > 0 outside (the
     distance to the nearest edge segment), <= 0 inside (minus the distance to the nearest
     edge). The edges are prepared once."""
@@ -366,7 +485,8 @@ _OFFSET_PROBES = 64
 
 
 def _solve_offset(hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
-                  obstacle: np.ndarray, target: float, lo: float = 0.0) -> float:
+                  obstacle: np.ndarray, target: float, lo: float = 0.0,
+                  signed: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
     """r >= lo with signed distance(hull_rel + base + r * direction, obstacle) == target.
 
     The signed distance of two convex sets is convex in a translation parameter, so with
@@ -375,7 +495,8 @@ def _solve_offset(hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
     for all probes at once, as the distance of the points base + r * direction to the
     Minkowski difference) until the bracket is a few ulps wide.
     """
-    signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
+    if signed is None:
+        signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
     direction = np.asarray(direction, dtype=float)
 
     def f(r: np.ndarray) -> np.ndarray:
@@ -541,8 +662,15 @@ class Solver:
 
     def __init__(self, meshes: Mapping[str, tuple[np.ndarray, np.ndarray]], anchor_id: str,
                  forward_axes: Mapping[str, Any], target_spec: Mapping[str, Any],
-                 context: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+                 context: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                 budget_s: float = DECISION_BUDGET_S) -> None:
+        if not budget_s > 0.0:
+            raise ValueError(f"budget_s must be > 0 s, got {budget_s!r}")
         self.anchor_id = anchor_id
+        self.budget_s = float(budget_s)
+        self._deadline = math.inf
+        self._budget_hit = False
+        self._budget_cuts: list[str] = []
         self.spec = dict(target_spec)
         self.member_ids = sorted(n for n in meshes if n != anchor_id)
         axes = forward_axes.get("members", {})
@@ -570,9 +698,13 @@ class Solver:
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
+        self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
+        self._offset_memo: dict[tuple[Any, ...], float] = {}
+        self._depth_memo: dict[bytes, dict[str, float]] = {}
+        self._gap_memo: dict[tuple[bytes, str], float | None] = {}
         self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
         self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
-                            list[dict[str, Any]]] | None = None
+                            list[dict[str, Any]], set[str]] | None = None
 
     @classmethod
     def for_group(cls, group: Group) -> Solver:
@@ -582,12 +714,60 @@ class Solver:
         return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict(),
                    load_context(group))
 
+    def _out_of_time(self, cut: str) -> bool:
+        """Has this decision's time budget run out? The first time it has, ``cut`` (what
+        the search leaves out from here) is recorded for the reason."""
+        if time.perf_counter() < self._deadline:
+            return False
+        if cut not in self._budget_cuts:
+            self._budget_cuts.append(cut)
+        self._budget_hit = True
+        return True
+
+    def _offset(self, hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
+                obstacle: np.ndarray, target: float, lo: float = 0.0) -> float:
+        """``_solve_offset``, remembered (a pure function of its arguments: the same float),
+        the Minkowski difference of each (obstacle, footprint) pair prepared once: a
+        blocked member's slides along an edge share one, and a member still blocked in
+        the next decision (kept where it stands, its footprint unchanged) finds its
+        candidates' positions without solving them again."""
+        pair = (obstacle.tobytes(), hull_rel.tobytes())
+        key = (*pair, np.asarray(base, dtype=float).tobytes(),
+               np.asarray(direction, dtype=float).tobytes(), float(target), float(lo))
+        if key in self._offset_memo:
+            return self._offset_memo[key]
+        signed = self._signed_memo.get(pair)
+        if signed is None:
+            signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
+            _remember(self._signed_memo, pair, signed, MEMO_PAIRS)
+        r = _solve_offset(hull_rel, base, direction, obstacle, target, lo, signed)
+        _remember(self._offset_memo, key, r, MEMO_OFFSETS)
+        return r
+
+    def _penetrations(self, hull: np.ndarray) -> dict[str, float]:
+        """``obstacles.penetrations`` against the band, remembered per footprint (the band
+        is fixed while it is the same object)."""
+        key = np.ascontiguousarray(hull, dtype=float).tobytes()
+        found = self._depth_memo.get(key)
+        if found is None:
+            found = obstacle_penetrations(hull, self._band)
+            _remember(self._depth_memo, key, found, MEMO_OFFSETS)
+        return found
+
+    def _blocker_gap(self, hull: np.ndarray, blocker: str) -> float | None:
+        """``obstacles.distances(hull, band).get(blocker)``: that obstacle only, remembered
+        (the anchor's distance to what blocks it, for the reason)."""
+        key = (hull.tobytes(), blocker)
+        if key not in self._gap_memo:
+            self._gap_memo[key] = obstacle_distances(
+                hull, [ob for ob in self._band if ob.name == blocker]).get(blocker)
+        return self._gap_memo[key]
+
     def _obstacle_depth(self, hull: np.ndarray) -> float:
         """How deep a footprint sits inside the fixed context (0 when clear of it)."""
         if not self._band:
             return 0.0
-        found = obstacle_distances(hull, self._band)
-        return max(0.0, -min(found.values(), default=0.0))
+        return max(self._penetrations(hull).values(), default=0.0)
 
     def decide_from_disk(self, group: Group, n: int, phase: Phase) -> dict[str, Any]:
         """Decide iteration n from iteration n-1's current_state.json and geometry.json."""
@@ -718,7 +898,7 @@ class Solver:
                 along = sign * (cursor - float(u.min()))
                 base = anchor.centre + edge.tangent * (along - float(edge.tangent
                                                                      @ anchor.centre))
-                r = _solve_offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
+                r = self._offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
                 out[m.name] = _Target(edge.name, base + r * edge.normal, yaw, hull)
                 cursor += float(np.ptp(u)) + SLOT_GAP_M
             return out
@@ -733,7 +913,7 @@ class Solver:
             t = -span / 2.0 + span * (i + 0.5) / k - float(edge.tangent @ seat)
             base = anchor.centre + edge.tangent * (t + float(edge.tangent
                                                              @ (origin - anchor.centre)))
-            r = _solve_offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
+            r = self._offset(hull, base, edge.normal, anchor.hull, self.clearance_m)
             out[m.name] = _Target(edge.name, base + r * edge.normal, yaw, hull)
         return out
 
@@ -744,7 +924,7 @@ class Solver:
         obstacle, gap, lo = anchor.hull, self.clearance_m, 0.0
         for m in ordered:
             yaw, hull = self._edge_hull(m, edge, anchor)
-            r = _solve_offset(hull, anchor.centre, edge.normal, obstacle, gap, lo)
+            r = self._offset(hull, anchor.centre, edge.normal, obstacle, gap, lo)
             centre = anchor.centre + r * edge.normal
             out[m.name] = _Target(edge.name, centre, yaw, hull)
             obstacle, gap, lo = hull + centre, SLOT_GAP_M, r
@@ -798,8 +978,7 @@ class Solver:
         obstacle = self._travel_obstacles.get(key)
         if obstacle is None:
             hull = self._edge_hull(m, edge, anchor)[1]
-            obstacle = convex_hull_2d((anchor.hull[:, None, :] - hull[None, :, :])
-                                      .reshape(-1, 2))
+            obstacle = _minkowski_difference(anchor.hull, hull)
             self._travel_obstacles[key] = obstacle
         a, b = m.pivot, point
         if len(obstacle) < 3 or _inside(obstacle, a) or not _crosses(obstacle, a, b):
@@ -845,7 +1024,10 @@ class Solver:
                       ) -> dict[str, list[_Member]]:
         names = sorted(members)
         best: tuple[float, dict[str, list[_Member]]] | None = None
-        for config in configs:
+        for done, config in enumerate(configs):
+            if best is not None and self._out_of_time(
+                    f"{done} of {len(configs)} edge configurations scored"):
+                break
             slots: list[tuple[str, int, float, float]] = []
             for e, q in config.items():
                 edge = anchor.edges[e]
@@ -901,7 +1083,7 @@ class Solver:
         for i, j in enumerate(min_cost_assignment(cost)):
             m = members[names[i]]
             yaw, hull = posed(m, dirs[j])
-            r = _solve_offset(hull, anchor.centre, dirs[j], anchor.hull, self.clearance_m)
+            r = self._offset(hull, anchor.centre, dirs[j], anchor.hull, self.clearance_m)
             out[m.name] = _Target("ring", anchor.centre + r * dirs[j], yaw, hull)
         return out
 
@@ -930,57 +1112,66 @@ class Solver:
         """(depth inside the fixed context, the obstacle it is deepest in)."""
         if not self._band:
             return 0.0, None
-        found = obstacle_distances(hull, self._band)
+        found = self._penetrations(hull)
         if not found:
             return 0.0, None
-        name = min(found, key=lambda k: (found[k], k))
-        return max(0.0, -found[name]), name
+        name = min(found, key=lambda k: (-found[k], k))
+        return found[name], name
 
     def _keeps_hard(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
                     anchor: _Anchor) -> bool:
         """Clear of the fixed context, the anchor and every other member's footprint."""
         if self._blocker(hull)[0] > HARD_TOL_M:
             return False
-        if _distance(hull, anchor.hull) < -HARD_TOL_M:
+        if _box_gap(hull, anchor.hull) <= _BOX_SLACK_M and (
+                _distance(hull, anchor.hull) < -HARD_TOL_M):
             return False
-        return all(_distance(hull, o) >= MEMBER_GAP_M for o in others.values())
+        return all(_box_gap(hull, o) >= MEMBER_GAP_M + _BOX_SLACK_M
+                   or _distance(hull, o) >= MEMBER_GAP_M for o in others.values())
 
     def _alternatives(self, m: _Member, t: _Target, anchor: _Anchor
-                      ) -> list[tuple[float, _Target, dict[str, Any]]]:
+                      ) -> list[tuple[float, Callable[[], _Target], dict[str, Any]]]:
         """Candidate targets keeping the hard constraints for a blocked member, each with
         its cost (what is given up, weighted) and what it gives up: a smaller clearance on
-        the same line, a turn round a ring, a slide along the edge, another edge."""
-        out: list[tuple[float, _Target, dict[str, Any]]] = []
+        the same line, a turn round a ring, a slide along the edge, another edge. The cost
+        does not depend on where exactly the candidate lands, so each target is built only
+        when asked for (cheapest first, until one fits)."""
+        out: list[tuple[float, Callable[[], _Target], dict[str, Any]]] = []
         c0 = self.clearance_m
         cs = [c for c in np.arange(c0 - CLEARANCE_STEP_M, -_EPS, -CLEARANCE_STEP_M)
               if c >= MIN_CLEARANCE_M - _EPS]
         if anchor.round or t.edge == "ring":
             rel = t.centre - anchor.centre
             base_deg = math.degrees(math.atan2(rel[1], rel[0]))
+            direction = rel / max(float(np.linalg.norm(rel)), 1e-12)
             for c in cs:
-                direction = rel / max(float(np.linalg.norm(rel)), 1e-12)
-                r = _solve_offset(t.hull_rel, anchor.centre, direction, anchor.hull, c)
-                out.append((10.0 * (c0 - c), _Target(t.edge, anchor.centre + r * direction,
-                                                     t.yaw_deg, t.hull_rel),
+                def closer(c: float = c) -> _Target:
+                    r = self._offset(t.hull_rel, anchor.centre, direction, anchor.hull, c)
+                    return _Target(t.edge, anchor.centre + r * direction, t.yaw_deg,
+                                   t.hull_rel)
+                out.append((10.0 * (c0 - c), closer,
                             {"constraint": "clearance_m", "from": c0, "to": float(c)}))
             for step in range(1, int(180 / RING_STEP_DEG) + 1):
                 for sign in (1.0, -1.0):
                     turn = sign * step * RING_STEP_DEG
-                    a = math.radians(base_deg + turn)
-                    rho = np.array([math.cos(a), math.sin(a)])
-                    yaw = self._yaw_to(m, -rho, anchor)
-                    hull = _rotate(m.hull_rel, yaw)
-                    r = _solve_offset(hull, anchor.centre, rho, anchor.hull, c0)
-                    out.append((abs(turn) / 20.0, _Target("ring", anchor.centre + r * rho,
-                                                          yaw, hull),
+
+                    def turned(turn: float = turn) -> _Target:
+                        a = math.radians(base_deg + turn)
+                        rho = np.array([math.cos(a), math.sin(a)])
+                        yaw = self._yaw_to(m, -rho, anchor)
+                        hull = _rotate(m.hull_rel, yaw)
+                        r = self._offset(hull, anchor.centre, rho, anchor.hull, c0)
+                        return _Target("ring", anchor.centre + r * rho, yaw, hull)
+                    out.append((abs(turn) / 20.0, turned,
                                 {"constraint": "even_ring", "moved_deg": float(turn)}))
             return out
         edge = anchor.edges[t.edge]
         foot = anchor.centre + edge.tangent * float(edge.tangent @ (t.centre - anchor.centre))
         for c in cs:
-            r = _solve_offset(t.hull_rel, foot, edge.normal, anchor.hull, c)
-            out.append((10.0 * (c0 - c), _Target(t.edge, foot + r * edge.normal, t.yaw_deg,
-                                                 t.hull_rel),
+            def nearer(c: float = c) -> _Target:
+                r = self._offset(t.hull_rel, foot, edge.normal, anchor.hull, c)
+                return _Target(t.edge, foot + r * edge.normal, t.yaw_deg, t.hull_rel)
+            out.append((10.0 * (c0 - c), nearer,
                         {"constraint": "clearance_m", "from": c0, "to": float(c)}))
         for e2 in EDGE_ORDER:
             if e2 not in anchor.edges:
@@ -990,26 +1181,31 @@ class Solver:
             t_now = float(other.tangent @ (t.centre - anchor.centre)) if e2 == t.edge else 0.0
             reach = other.length / 2.0
             for along in np.arange(-reach, reach + _EPS, SLIDE_STEP_M):
-                base = anchor.centre + other.tangent * float(along)
-                r = _solve_offset(hull, base, other.normal, anchor.hull, c0)
+                def slid(along: float = float(along), other: _Edge = other,
+                         yaw: float = yaw, hull: np.ndarray = hull) -> _Target:
+                    base = anchor.centre + other.tangent * along
+                    r = self._offset(hull, base, other.normal, anchor.hull, c0)
+                    return _Target(other.name, base + r * other.normal, yaw, hull)
                 if e2 == t.edge:
                     cost, what = 5.0 * abs(float(along) - t_now), {
                         "constraint": "even_spacing", "moved_m": abs(float(along) - t_now)}
                 else:
                     cost, what = 3.0 + 0.5 * abs(float(along)), {
                         "constraint": "pattern", "from_edge": t.edge, "to_edge": e2}
-                out.append((cost, _Target(e2, base + r * other.normal, yaw, hull), what))
+                out.append((cost, slid, what))
         return out
 
     def _respaced(self, m: _Member, targets: dict[str, _Target], unresolved: set[str],
                   members: dict[str, _Member], anchor: _Anchor
-                  ) -> list[tuple[float, dict[str, _Target], dict[str, Any]]]:
+                  ) -> list[tuple[float, Callable[[], dict[str, _Target] | None],
+                                  dict[str, Any]]]:
         """A blocked member moved to another edge of a rect anchor, that edge's members
-        re-spaced by the slot rule with it (cost 3.5: after a free place on that edge)."""
+        re-spaced by the slot rule with it (cost 3.5: after a free place on that edge),
+        built when asked for (None: the slots do not solve)."""
         t = targets[m.name]
         if anchor.round or t.edge not in anchor.edges:
             return []
-        out: list[tuple[float, dict[str, _Target], dict[str, Any]]] = []
+        out: list[tuple[float, Callable[[], dict[str, _Target] | None], dict[str, Any]]] = []
         for e2 in EDGE_ORDER:
             if e2 == t.edge or e2 not in anchor.edges:
                 continue
@@ -1019,12 +1215,15 @@ class Solver:
             where = {n: float(edge.tangent @ targets[n].centre) for n in (x.name for x in on)}
             where[m.name] = float(edge.tangent @ m.pivot)
             ordered = sorted([*on, m], key=lambda x: (where[x.name], x.name))
-            try:
-                new = self._edge_targets(edge, ordered, anchor)
-            except ValueError:
-                continue
-            out.append((3.5, new, {"constraint": "pattern", "from_edge": t.edge, "to_edge": e2,
-                                   "respaced": len(on)}))
+
+            def respace(edge: _Edge = edge, ordered: list[_Member] = ordered
+                        ) -> dict[str, _Target] | None:
+                try:
+                    return self._edge_targets(edge, ordered, anchor)
+                except ValueError:
+                    return None
+            out.append((3.5, respace, {"constraint": "pattern", "from_edge": t.edge,
+                                       "to_edge": e2, "respaced": len(on)}))
         return out
 
     def _keep_hard(self, targets: dict[str, _Target], members: dict[str, _Member],
@@ -1035,7 +1234,10 @@ class Solver:
         another member) is replaced by the cheapest alternative (``_alternatives``) that is
         clear of the context, the anchor and every other member's target; a member with
         none stays where it is (its target is its current pose). Each replacement is
-        recorded: member, the soft constraint given up, by how much, the blocker."""
+        recorded: member, the soft constraint given up, by how much, the blocker. When the
+        decision's time budget runs out, the members not yet placed stay where they are
+        too (recorded with ``"budget_s"``): what was found so far keeps every hard
+        constraint, the search stops."""
         if not self._band:
             return targets, []
         out = dict(targets)
@@ -1055,14 +1257,15 @@ class Solver:
                            {g["member"] for g in given_up}})
             others.update({g["member"]: out[g["member"]].hull_rel + out[g["member"]].centre
                            for g in given_up})
-            gap = obstacle_distances(anchor.hull, self._band).get(blocker)
+            gap = self._blocker_gap(anchor.hull, blocker)
             gap = None if gap is None else max(0.0, gap)   # touching reads 0.00, not -0.00
             entry: dict[str, Any] = {"member": name, "blocker": blocker,
                                      "blocker_gap_m": None if gap is None else round(gap, 3),
                                      "edge": out[name].edge}
-            options: list[tuple[float, dict[str, _Target], dict[str, Any]]] = [
-                (cost, {name: cand}, what)
-                for cost, cand, what in self._alternatives(m, out[name], anchor)]
+            options: list[tuple[float, Callable[[], dict[str, _Target] | None],
+                                dict[str, Any]]] = [
+                (cost, _alone(name, make), what)
+                for cost, make, what in self._alternatives(m, out[name], anchor)]
             options += self._respaced(m, out, set(blocked) - {g["member"] for g in given_up},
                                       members, anchor)
 
@@ -1075,22 +1278,45 @@ class Solver:
                         return False
                 return True
 
-            for _, cands, what in sorted(options, key=lambda x: x[0]):
-                if fits(cands):
-                    out.update(cands)
-                    entry.update(what)
+            found = None
+            for _, make, what in sorted(options, key=lambda x: x[0]):
+                if self._out_of_time(f"placements for {name} searched in part"):
                     break
+                cands = make()
+                if cands is not None and fits(cands):
+                    found = (cands, what)
+                    break
+            if found is not None:
+                out.update(found[0])
+                entry.update(found[1])
             else:
                 out[name] = _Target(m.edge, m.pivot.copy(), 0.0, m.hull_rel)
                 entry.update({"constraint": "placement", "kept": "scene pose"})
+                if self._budget_hit:
+                    entry["budget_s"] = self.budget_s
             given_up.append(entry)
         return out, given_up
+
+    def _conflicts(self, targets: dict[str, _Target], members: dict[str, _Member],
+                   anchor: _Anchor) -> set[str]:
+        """Members whose target breaks a hard constraint (in the context, the anchor or
+        within the slot gap of another target) and who are not already there."""
+        out = set()
+        for n, t in targets.items():
+            others = {o: u.hull_rel + u.centre for o, u in targets.items() if o != n}
+            if not (self._blocker(t.hull_rel + t.centre)[0] <= OBSTACLE_TOL_M
+                    and self._keeps_hard(t.hull_rel + t.centre, others, anchor)) and (
+                    float(np.linalg.norm(t.centre - members[n].pivot)) > POSITION_TOL_M):
+                out.add(n)
+        return out
 
     def _sticky_targets(self, members: dict[str, _Member], anchor: _Anchor
                         ) -> tuple[dict[str, _Target], list[dict[str, Any]]] | None:
         """The last infeasible plan (absolute centres and yaws) in the current state, while
-        it still keeps every hard constraint: a plan that had to give something up is not
-        re-derived from each state (the assignment would swap which member gives way)."""
+        it keeps every hard constraint it kept when it was made: a plan that had to give
+        something up is not re-derived from each state (the assignment would swap which
+        member gives way). A conflict the plan was made with (a target beside a member
+        kept where the scene had it: re-planning gives it again) does not end it."""
         if self._sticky is None or set(self._sticky[0]) != set(members):
             return None
         out = {}
@@ -1098,12 +1324,8 @@ class Solver:
             m = members[n]
             turn = (yaw_abs - m.yaw_now_deg + 180.0) % 360.0 - 180.0
             out[n] = _Target(edge, centre, turn, _rotate(m.hull_rel, turn))
-        for n, t in out.items():
-            others = {o: u.hull_rel + u.centre for o, u in out.items() if o != n}
-            if not (self._blocker(t.hull_rel + t.centre)[0] <= OBSTACLE_TOL_M
-                    and self._keeps_hard(t.hull_rel + t.centre, others, anchor)) and (
-                    float(np.linalg.norm(t.centre - members[n].pivot)) > POSITION_TOL_M):
-                return None
+        if self._conflicts(out, members, anchor) - self._sticky[2]:
+            return None
         return out, self._sticky[1]
 
     def infeasible_reason(self, given_up: list[dict[str, Any]]) -> str:
@@ -1136,7 +1358,9 @@ class Solver:
             elif c == "pattern":
                 parts.append(f"{g['member']} moved from {g['from_edge']} to {g['to_edge']}")
             else:
-                parts.append(f"{g['member']} kept where the scene had it (no free place)")
+                why = ("the decision time budget ran out before a free place was found"
+                       if "budget_s" in g else "no free place")
+                parts.append(f"{g['member']} kept where the scene had it ({why})")
         kept = k - len(given_up)
         on = "the ring" if spec["pattern"] == "ring" else "their slots"
         return f"{head}: {soft}; {kept} kept on {on}, " + ", ".join(parts)
@@ -1146,10 +1370,8 @@ class Solver:
               ) -> list[np.ndarray]:
         """Footprint-centre path keeping the footprint ``margin`` off the anchor (docstring)."""
         a, b = m.pivot, target.centre
-        minkowski = convex_hull_2d((anchor.hull[:, None, :]
-                                    - target.hull_rel[None, :, :]).reshape(-1, 2))
-        obstacle = convex_hull_2d((minkowski[:, None, :] + margin / math.cos(math.pi / 16)
-                                   * _DISC[None, :, :]).reshape(-1, 2))
+        minkowski = _minkowski_difference(anchor.hull, target.hull_rel)
+        obstacle = _minkowski_sum(minkowski, margin / math.cos(math.pi / 16) * _DISC)
         head, tail = [a], [b]
         if _inside(obstacle, a):
             head.append(_exit_point(obstacle, a))
@@ -1186,7 +1408,7 @@ class Solver:
         level = {p.name: BACKOFF_STEPS for p in plans}
         by_name = {p.name: p for p in plans}
         rank = {p.name: i for i, p in enumerate(plans)}   # plans come worst first
-        anchor_now = {p.name: _distance(now[p.name], anchor.hull) for p in plans}
+        anchor_now: dict[str, float] = {}
         obstacle_now = {p.name: self._obstacle_depth(now[p.name]) if self._band else 0.0
                         for p in plans}
         pair_now: dict[tuple[str, str], float] = {}
@@ -1204,8 +1426,8 @@ class Solver:
             hulls = {n: now[n] if (end := ends[n]) is None else end[1] for n in names}
             victims = set()
             for n in level:
-                if ends[n] is not None and (_distance(hulls[n], anchor.hull)
-                                            < min(anchor_now[n], 0.0) - _EPS):
+                if ends[n] is not None and _deeper(hulls[n], anchor.hull, functools.partial(
+                        _distance_memo, anchor_now, n, now[n], anchor.hull)):
                     victims.add(n)
                 elif ends[n] is not None and self._band and (
                         self._obstacle_depth(hulls[n]) > obstacle_now[n] + _EPS):
@@ -1214,9 +1436,8 @@ class Solver:
                 for b in names[i + 1:]:
                     if ends[a] is None and ends[b] is None:
                         continue
-                    if (a, b) not in pair_now:
-                        pair_now[(a, b)] = _distance(now[a], now[b])
-                    if _distance(hulls[a], hulls[b]) < min(pair_now[(a, b)], 0.0) - _EPS:
+                    if _deeper(hulls[a], hulls[b], functools.partial(
+                            _distance_memo, pair_now, (a, b), now[a], now[b])):
                         movers = [x for x in (a, b) if ends[x] is not None]
                         victims.add(max(movers, key=rank.__getitem__))
             if not victims:
@@ -1257,14 +1478,15 @@ class Solver:
             # deeper into a neighbour) takes the first other direction that overlaps
             # nothing more than now, closest to outward first
             directions = [outward, *sorted(_DISC, key=lambda d: -float(d @ outward))]
-            anchor_now = min(_distance(hulls[n], anchor.hull), 0.0)
+            here: dict[str, float] = {}   # distances now, measured when a test needs them
             depth_now = self._obstacle_depth(hulls[n]) if self._band else 0.0
             for direction in directions:
                 hull = hulls[n] + direction * VERIFY_NUDGE_M
-                if any(_distance(hull, hulls[o]) < min(_distance(hulls[n], hulls[o]), 0.0)
-                       - _EPS for o in hulls if o != n):
+                if any(_deeper(hull, hulls[o], functools.partial(
+                        _distance_memo, here, o, hulls[n], hulls[o])) for o in hulls if o != n):
                     continue
-                if _distance(hull, anchor.hull) < anchor_now - _EPS:
+                if _deeper(hull, anchor.hull, functools.partial(
+                        _distance_memo, here, "", hulls[n], anchor.hull)):
                     continue
                 if self._band and self._obstacle_depth(hull) > depth_now + _EPS:
                     continue
@@ -1281,6 +1503,9 @@ class Solver:
         for plan in needed:
             if phase.max_members is not None and len(chosen) >= phase.max_members:
                 break
+            if chosen and self._out_of_time(f"{len(chosen)} of {len(needed)} member(s) "
+                                            "tried for this move"):
+                break
             trial = self._resolve(chosen + [plan], members, anchor, phase.cap_m)
             if plan.name in trial:
                 chosen.append(plan)
@@ -1291,10 +1516,15 @@ class Solver:
                phase: Phase | None = None) -> dict[str, Any]:
         """The decision ``{"members", "converged", "reason_summary"}`` for iteration n."""
         phase = phase or phase_for(n, len(self.member_ids))
+        self._deadline = time.perf_counter() + self.budget_s
+        self._budget_hit, self._budget_cuts = False, []
         if self._context is not None:
             spans = [self._z_span(k, np.asarray(poses[k], dtype=float))
                      for k in [self.anchor_id, *self.member_ids]]
-            self._band = self._context.band(spans[0][0], max(hi for _, hi in spans))
+            band = self._context.band(spans[0][0], max(hi for _, hi in spans))
+            if band is not self._band:
+                self._depth_memo, self._gap_memo = {}, {}
+            self._band = band
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
         key = self._state_key(poses, geometry)
@@ -1305,13 +1535,15 @@ class Solver:
                 cached = self._keep_hard(self._targets(members, anchor), members, anchor)
                 if cached[1]:   # an infeasible plan is kept: re-planning each state churns
                     self._sticky = ({n: (t.centre.copy(), members[n].yaw_now_deg + t.yaw_deg,
-                                         t.edge) for n, t in cached[0].items()}, cached[1])
+                                         t.edge) for n, t in cached[0].items()}, cached[1],
+                                    self._conflicts(cached[0], members, anchor))
                 else:
                     self._sticky = None
             self._last_targets = {key: cached}
         targets, given_up = cached
         infeasible = self.infeasible_reason(given_up)
         tail = f" Infeasible: {infeasible}." if infeasible else ""
+        tail += self._budget_note(given_up)
         depth = max(float(np.ptp(t.hull_rel, axis=0).max()) for t in targets.values())
         lane = self.clearance_m + depth + SLOT_GAP_M
         plans = [self._plan(members[name], targets[name], anchor, lane)
@@ -1355,6 +1587,18 @@ class Solver:
                 "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
                                                 reassigned) + tail,
                 "given_up": given_up}
+
+    def _budget_note(self, given_up: list[dict[str, Any]]) -> str:
+        """The reason's sentence when this decision's search (or the plan it keeps) was cut
+        short by the time budget; empty otherwise."""
+        cuts = list(self._budget_cuts)
+        if not self._budget_hit:
+            kept = [g["member"] for g in given_up if "budget_s" in g]
+            if not kept:
+                return ""
+            cuts = [f"the kept plan's search for {', '.join(kept)} was cut short"]
+        return (f" The {BUDGET_NOTE} ({self.budget_s:g} s) ran out: {'; '.join(cuts)}; "
+                "this is the best arrangement found, and it keeps every hard constraint.")
 
     @staticmethod
     def _delta(m: _Member, move: _Move) -> dict[str, Any]:

@@ -30,7 +30,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 # A section is a module of scripts/benchmarks/ named here; adding one is one more name.
-SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units", "scene", "propose")
+SECTIONS = ("step", "quality", "warm", "batch", "fronts", "units", "scene", "propose",
+            "crowded")
 
 
 def available() -> list[str]:

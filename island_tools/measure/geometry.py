@@ -37,7 +37,7 @@ from .layout import resolve as resolve_layout
 from .meshcache import keyed_vertices, mesh_digest, remembered
 from .obstacles import Context as ObstacleContext
 from .obstacles import Obstacle
-from .obstacles import distances as obstacle_distances
+from .obstacles import nearest as obstacle_nearest
 
 Meshes = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
@@ -49,6 +49,7 @@ ROUND_MAX_ASPECT = 1.2
 ROUND_MAX_RADIUS_CV = 0.08
 # Bisection resolution of the horizontal penetration depth (well below the 5 mm threshold).
 PENETRATION_RESOLUTION_M = 0.0005
+NEAREST_MEMO = 256   # footprints whose nearest obstacle a GeometryContext remembers
 _RADIUS_SAMPLES = 256
 
 EDGE_ORDER = ("+x", "-x", "+y", "-y")
@@ -567,6 +568,9 @@ class GeometryContext:
         self._bvhs: dict[tuple[str, tuple[float, ...]], fcl.BVHModel] = {}
         prepared: dict[str, _MeshData] = {}  # by mesh digest: identical meshes prepared once
         self._context = ObstacleContext(context) if context else None
+        # obstacles.nearest per (footprint, band): a member that did not move is not
+        # measured against the context again (the same floats)
+        self._nearest_memo: dict[tuple[bytes, int], Any] = {}
         self._symmetry: dict[str, FacingSymmetry] = {}
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
@@ -930,16 +934,19 @@ class GeometryContext:
         band = self._context.band(floor, top)
         by_name = {ob.name: ob for ob in band}
         for name, m in members.items():
-            found = obstacle_distances(placed[name].hull, band)
-            if not found:
+            key = (np.ascontiguousarray(placed[name].hull).tobytes(), id(band))
+            if key not in self._nearest_memo:
+                if len(self._nearest_memo) >= NEAREST_MEMO:
+                    self._nearest_memo.clear()
+                self._nearest_memo[key] = (band, obstacle_nearest(
+                    placed[name].hull, band, PENETRATION_MIN_DEPTH_M))
+            nearest, gap, deep = self._nearest_memo[key][1]
+            if nearest is None:
                 continue
-            nearest = min(found, key=found.__getitem__)
-            m["obstacle_clearance_m"], m["nearest_obstacle"] = found[nearest], nearest
+            m["obstacle_clearance_m"], m["nearest_obstacle"] = gap, nearest
             obj = None   # the member's BVH, built only when a footprint overlap needs it
             lo, hi = placed[name].hull.min(axis=0), placed[name].hull.max(axis=0)
-            for other, d in found.items():
-                if d >= -PENETRATION_MIN_DEPTH_M:
-                    continue
+            for other, d in deep.items():
                 near = _near_triangles(by_name[other], lo, hi)
                 if near is None:
                     continue

@@ -17,9 +17,11 @@ cap in the band, is not seen (no face crosses it); walls are thinner than furnit
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,11 @@ class Obstacle:
     faces: np.ndarray
     lo: np.ndarray        # 2-D bounding box of the band part
     hi: np.ndarray
+
+    @cached_property
+    def index(self) -> TriangleIndex:
+        """The triangles' bounds and spatial clusters, built on first use."""
+        return TriangleIndex(self.tris2)
 
 
 class Context:
@@ -118,20 +125,24 @@ def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
     projection (or segment), or minus the penetration depth where they overlap."""
     if not len(tris2):
         return np.zeros(0)
-    p_edges = np.roll(hull, -1, axis=0) - hull
-    t_edges = np.roll(tris2, -1, axis=1) - tris2                      # (m, 3, 2)
-    axes = np.concatenate([np.broadcast_to(_normals(p_edges)[None], (len(tris2), len(hull), 2)),
-                           _normals(t_edges)], axis=1)                # (m, n+3, 2)
-    valid = np.linalg.norm(axes, axis=-1) > 0.5
-    proj_p = np.einsum("mad,nd->man", axes, hull)                     # (m, n+3, n)
-    proj_t = np.einsum("mad,mkd->mak", axes, tris2)                   # (m, n+3, 3)
+    p_axes = _normals(np.roll(hull, -1, axis=0) - hull)                # (n, 2)
+    t_axes = _normals(np.roll(tris2, -1, axis=1) - tris2)             # (m, 3, 2)
+    # The polygon's own extent along its own normals is the same for every triangle: it
+    # is projected once (n x n), not once per triangle (m x n x n).
+    own = np.einsum("ad,nd->an", p_axes, hull)                        # (n, n)
+    proj_t = np.einsum("ad,mkd->mak", p_axes, tris2)                  # (m, n, 3)
+    proj_p = np.einsum("mad,nd->man", t_axes, hull)                   # (m, 3, n)
+    proj_tt = np.einsum("mad,mkd->mak", t_axes, tris2)                # (m, 3, 3)
     # the push that separates the intervals along each axis (0 or less: apart); for a
     # triangle seen edge-on (a wall face: a segment) it is how far the polygon must move to
     # clear the segment, not the segment's zero width
-    overlap = np.minimum(proj_p.max(axis=2) - proj_t.min(axis=2),
-                         proj_t.max(axis=2) - proj_p.min(axis=2))      # (m, n+3)
-    overlap = np.where(valid, overlap, np.inf)
-    depth = overlap.min(axis=1)
+    over_p = np.minimum(own.max(axis=1)[None, :] - proj_t.min(axis=2),
+                        proj_t.max(axis=2) - own.min(axis=1)[None, :])   # (m, n)
+    over_t = np.minimum(proj_p.max(axis=2) - proj_tt.min(axis=2),
+                        proj_tt.max(axis=2) - proj_p.min(axis=2))        # (m, 3)
+    over_p = np.where((np.linalg.norm(p_axes, axis=-1) > 0.5)[None, :], over_p, np.inf)
+    over_t = np.where(np.linalg.norm(t_axes, axis=-1) > 0.5, over_t, np.inf)
+    depth = np.minimum(over_p.min(axis=1), over_t.min(axis=1))
     inside = depth > 0.0
     out = np.empty(len(tris2))
     out[inside] = -depth[inside]
@@ -147,15 +158,183 @@ def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
 
 def distances(hull: np.ndarray, obstacles: list[Obstacle]
               ) -> dict[str, float]:
-    """Signed floor-plane distance from ``hull`` to each obstacle within BROAD_PHASE_M."""
+    """Signed floor-plane distance from ``hull`` to each obstacle within BROAD_PHASE_M: the
+    smallest of ``signed_distances`` over the obstacle's triangles near the hull's box,
+    found through the obstacle's ``index`` (``nearest_signed_distance``), the same float."""
     lo, hi = hull.min(axis=0), hull.max(axis=0)
     out = {}
     for ob in obstacles:
         gap = np.maximum(np.maximum(ob.lo - hi, lo - ob.hi), 0.0)
         if float(np.hypot(*gap)) > BROAD_PHASE_M:
             continue
-        tlo, thi = ob.tris2.min(axis=1), ob.tris2.max(axis=1)
-        near = np.all((tlo <= hi + BROAD_PHASE_M) & (thi >= lo - BROAD_PHASE_M), axis=1)
+        index = ob.index
+        near = np.all((index.lo <= hi + BROAD_PHASE_M) & (index.hi >= lo - BROAD_PHASE_M),
+                      axis=1)
         if near.any():
-            out[ob.name] = float(signed_distances(hull, ob.tris2[near]).min())
+            out[ob.name] = nearest_signed_distance(hull, ob.tris2, index,
+                                                   None if near.all() else near)
+    return out
+
+
+def nearest(hull: np.ndarray, obstacles: list[Obstacle], deeper_than: float
+            ) -> tuple[str | None, float | None, dict[str, float]]:
+    """(the nearest obstacle and its signed distance, {obstacle: signed distance} for those
+    the hull overlaps by more than ``deeper_than``, in the obstacles' order): what
+    ``distances`` gives for them (the first of equals nearest), the same floats, without
+    measuring exactly the obstacles that are neither nearest nor that deep (obstacles
+    are visited nearest box first, each cut off at the best so far). (None, None, {}) when
+    no obstacle is within BROAD_PHASE_M."""
+    lo, hi = hull.min(axis=0), hull.max(axis=0)
+    candidates = []
+    for rank, ob in enumerate(obstacles):
+        gap = np.maximum(np.maximum(ob.lo - hi, lo - ob.hi), 0.0)
+        if float(np.hypot(*gap)) > BROAD_PHASE_M:
+            continue
+        over = np.minimum(hi - ob.lo, ob.hi - lo)
+        box = -float(over.min()) if np.all(over > 0.0) else float(np.hypot(*gap))
+        candidates.append((box, rank, ob))
+    best: tuple[float, int] | None = None
+    found: dict[int, tuple[str, float]] = {}
+    deep: dict[int, tuple[str, float]] = {}
+    for _, rank, ob in sorted(candidates, key=lambda c: (c[0], c[1])):
+        index = ob.index
+        near = np.all((index.lo <= hi + BROAD_PHASE_M) & (index.hi >= lo - BROAD_PHASE_M),
+                      axis=1)
+        if not near.any():
+            continue
+        # exact below the cutoff: enough to tell a new nearest (or an equal one earlier
+        # in the obstacles' order) or a deep overlap
+        cut = math.inf if best is None else max(float(np.nextafter(best[0], math.inf)),
+                                                 -deeper_than)
+        d = nearest_signed_distance(hull, ob.tris2, index, None if near.all() else near,
+                                    cutoff=cut)
+        if best is None or (d, rank) < best:
+            best = (d, rank)
+            found[rank] = (ob.name, d)
+        if d < -deeper_than:
+            deep[rank] = (ob.name, d)
+    if best is None:
+        return None, None, {}
+    return (found[best[1]][0], best[0],
+            {name: d for _, (name, d) in sorted(deep.items())})
+
+
+# A cluster or triangle whose lower bound exceeds the best exact value found by more than
+# this cannot hold the minimum (the bounds hold in real arithmetic; this absorbs rounding).
+_BOUND_SLACK_M = 1e-9
+LEAF_TRIANGLES = 32
+
+
+def _bounds(hull: np.ndarray, lo: np.ndarray, hi: np.ndarray, centre: np.ndarray,
+            radius: np.ndarray) -> np.ndarray:
+    """Lower bounds of the signed distance from the convex polygon ``hull`` to sets each
+    inside the box [lo, hi] and the disc (centre, radius) (k, 2 / k), exact in real
+    arithmetic; the larger of:
+
+    * the boxes: their gap to the hull's box when apart, else minus the smaller overlap
+      along x and y (the penetration depth is the smallest overlap over all directions, so
+      no larger than the overlap along one);
+    * the discs: a set inside one is no deeper in the polygon than the disc (the signed
+      distance is monotone in inclusion), whose signed distance is its centre's minus the
+      radius; the centre's is bounded below by its largest signed distance to the
+      polygon's edge lines (exact inside a convex polygon, no more than the distance out)."""
+    plo, phi = hull.min(axis=0), hull.max(axis=0)
+    over = np.minimum(phi[None, :] - lo, hi - plo[None, :])          # (k, 2)
+    apart = np.maximum(-over, 0.0)
+    boxes = np.where(np.all(over > 0.0, axis=1), -over.min(axis=1),
+                     np.hypot(apart[:, 0], apart[:, 1]))
+    normals = _normals(np.roll(hull, -1, axis=0) - hull)
+    keep = np.linalg.norm(normals, axis=1) > 0.5
+    if keep.sum() < 3:
+        return boxes
+    normals = normals[keep]
+    offsets = (normals * hull[keep]).sum(axis=1)
+    side = (centre @ normals.T - offsets[None, :]).max(axis=1)
+    return np.maximum(boxes, side - radius)
+
+
+def _z_order(points: np.ndarray) -> np.ndarray:
+    """Morton codes of 2-D points (16 bits per axis over their bounding box)."""
+    lo = points.min(axis=0)
+    span = max(float(np.ptp(points, axis=0).max()), 1e-300)
+    q = ((points - lo) / span * 65535.0).astype(np.uint64)
+
+    def spread(v: np.ndarray) -> np.ndarray:
+        for shift, mask in ((8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333),
+                            (1, 0x55555555)):
+            v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+        return v
+
+    return spread(q[:, 0]) | (spread(q[:, 1]) << np.uint64(1))
+
+
+class TriangleIndex:
+    """Per-triangle boxes and enclosing discs of an obstacle's projected triangles, and the
+    triangles grouped into spatial clusters of ``LEAF_TRIANGLES`` (consecutive in the
+    Z-order of their centroids), each with its own box and disc."""
+
+    def __init__(self, tris2: np.ndarray) -> None:
+        self.lo, self.hi = tris2.min(axis=1), tris2.max(axis=1)
+        self.centre = tris2.mean(axis=1)
+        self.radius = np.linalg.norm(tris2 - self.centre[:, None, :], axis=2).max(axis=1)
+        self.order = np.argsort(_z_order(self.centre), kind="stable")
+        self.starts = np.append(np.arange(0, len(tris2), LEAF_TRIANGLES), len(tris2))
+        firsts = self.starts[:-1]
+        self.leaf_lo = np.minimum.reduceat(self.lo[self.order], firsts, axis=0)
+        self.leaf_hi = np.maximum.reduceat(self.hi[self.order], firsts, axis=0)
+        self.leaf_centre = (self.leaf_lo + self.leaf_hi) / 2.0
+        leaf_of = np.repeat(np.arange(len(firsts)), np.diff(self.starts))
+        reach = np.linalg.norm(tris2[self.order] - self.leaf_centre[leaf_of][:, None, :],
+                               axis=2)
+        self.leaf_radius = np.maximum.reduceat(reach.max(axis=1), firsts)
+
+    def leaf(self, i: int) -> np.ndarray:
+        return self.order[self.starts[i]:self.starts[i + 1]]
+
+
+def nearest_signed_distance(hull: np.ndarray, tris2: np.ndarray,
+                            index: TriangleIndex | None = None,
+                            mask: np.ndarray | None = None,
+                            cutoff: float = math.inf) -> float:
+    """``min(float(signed_distances(hull, tris2[mask]).min()), cutoff)``, the same float,
+    computed only for the triangles that can still beat the best value found (or the
+    cutoff): clusters nearest first by their lower bound (``_bounds``), in growing
+    batches, and within them the triangles whose own bound can; the rest are left out. A
+    6k-triangle chair beside a member then costs its clusters' bounds and a few dozen exact
+    tests, not 6k x the member's hull vertex count squared."""
+    index = index or TriangleIndex(tris2)
+    leaf_bound = _bounds(hull, index.leaf_lo, index.leaf_hi, index.leaf_centre,
+                         index.leaf_radius)
+    leaves = np.argsort(leaf_bound, kind="stable")
+    best = cutoff
+    i, take = 0, 1
+    while i < len(leaves) and leaf_bound[leaves[i]] <= best + _BOUND_SLACK_M:
+        batch = [j for j in leaves[i:i + take] if leaf_bound[j] <= best + _BOUND_SLACK_M]
+        tri = np.concatenate([index.leaf(j) for j in batch])
+        if mask is not None:
+            tri = tri[mask[tri]]
+        if len(tri) and math.isfinite(best):
+            own = _bounds(hull, index.lo[tri], index.hi[tri], index.centre[tri],
+                          index.radius[tri])
+            tri = tri[own <= best + _BOUND_SLACK_M]
+        if len(tri):
+            best = min(best, float(signed_distances(hull, tris2[tri]).min()))
+        i += take
+        take *= 2
+    return best
+
+
+def penetrations(hull: np.ndarray, obstacles: list[Obstacle]) -> dict[str, float]:
+    """How deep ``hull`` sits in each obstacle it overlaps (> 0; the others are left out):
+    ``-distances(hull, obstacles)[name]`` where that is negative, the same floats, at the
+    cost of only the triangles that can overlap the hull (a clear footprint costs the
+    clusters' bounds)."""
+    lo, hi = hull.min(axis=0), hull.max(axis=0)
+    out = {}
+    for ob in obstacles:
+        if np.any(ob.lo > hi) or np.any(lo > ob.hi):
+            continue   # boxes apart: no overlap
+        d = nearest_signed_distance(hull, ob.tris2, ob.index, cutoff=0.0)
+        if d < 0.0:
+            out[ob.name] = -d
     return out

@@ -637,10 +637,17 @@ class LoopResult:
     review: dict[str, Any] | None = None    # review.review_island of the final state
     gate_refused: list[int] = field(default_factory=list)     # converged refused: review fails
     stop: str = ""
+    decide_seconds: list[float] = field(default_factory=list)  # Solver.decide, per iteration
+    reasons: list[str] = field(default_factory=list)           # each decision's reason_summary
+    given_up: list[dict[str, Any]] = field(default_factory=list)  # the last decision's
+    solver: Any = None                                         # for infeasible_reason
 
 
-def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
-    """``tests/test_solver.py::simulate``'s loop (see the module docstring)."""
+def run_loop(case: Case, max_iter: int = MAX_ITER,
+             context: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> LoopResult:
+    """``tests/test_solver.py::simulate``'s loop (see the module docstring); ``context``:
+    the island's fixed obstacles (``context.npz``'s meshes), for solver and geometry."""
+
     import time
 
     from island_tools import review
@@ -658,17 +665,21 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
     meshes = {n: (it.vertices, it.faces) for n, it in items.items()}
     names = ["anchor", *case.names]
     axes = forward_axes_document(meshes, "anchor", {})
-    context = GeometryContext(meshes, "anchor", axes)
-    solver = Solver(meshes, "anchor", axes, case.spec, context=None)
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solver = Solver(meshes, "anchor", axes, case.spec, context=context)
     poses = {n: np.array(p) for n, p in case.poses.items()}
     metadata = Metadata("anchor", tuple(names), np.eye(4), np.eye(4), dict(poses))
-    geometry = context.compute(poses, case.spec, 0)
+    geometry = geo.compute(poses, case.spec, 0)
     inputs = review.ReviewInputs("case", dict(case.spec), axes, tuple(case.names))
     result = LoopResult(poses, 0, False, None, [], 0.0, axes=axes,
-                        stop=f"max_iter ({max_iter}) reached")
+                        stop=f"max_iter ({max_iter}) reached", solver=solver)
     empty = 0
     for n in range(1, max_iter + 1):
+        t_decide = time.perf_counter()
         decision = solver.decide(poses, geometry, n)
+        result.decide_seconds.append(time.perf_counter() - t_decide)
+        result.reasons.append(str(decision.get("reason_summary", "")))
+        result.given_up = list(decision.get("given_up") or [])
         # the adapter's convergence gate (write_decision): MIN_ITER, an earlier move, no move
         # now, and the review of the state it would stop on (this one) does not fail
         honoured = (bool(decision["converged"]) and n >= MIN_ITER and bool(result.nonempty)
@@ -693,7 +704,7 @@ def run_loop(case: Case, max_iter: int = MAX_ITER) -> LoopResult:
             pivot = frames.footprint_centre_local(meshes[name][0])
             poses[name] = frames.apply_member_delta(poses[name], delta["delta_xyz"],
                                                     delta["delta_yaw_deg"], pivot)
-        geometry = context.compute(poses, case.spec, n)
+        geometry = geo.compute(poses, case.spec, n)
         result.iters = n
         empty = 0 if decision["members"] else empty + 1
         if decision["members"]:

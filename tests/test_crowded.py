@@ -1,0 +1,223 @@
+"""Crowded islands (issue 36): the solver's decision is bounded by a time budget and keeps
+every hard constraint when the budget runs out; the faster obstacle and Minkowski code gives
+the same numbers as the plain definitions it replaces. No timing assertions: speed is
+measured by ``scripts/bench.py --section crowded``."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from island_tools.measure import frames
+from island_tools.measure.forward_axis import forward_axes_document
+from island_tools.measure.geometry import GeometryContext, convex_hull_2d
+from island_tools.measure.obstacles import (
+    TriangleIndex,
+    distances,
+    nearest,
+    nearest_signed_distance,
+    penetrations,
+    signed_distances,
+)
+from island_tools.policy import check_policy
+from island_tools.schemas import Metadata, parse_transforms
+from island_tools.solver import (
+    BUDGET_NOTE,
+    Solver,
+    _crosses,
+    _crosses_many,
+    _minkowski_difference,
+    _minkowski_sum,
+    _rotate,
+)
+from scripts.benchmarks import crowded
+
+ROOM = "2+2+1+1, wall + column + 2 units"   # a wall blocks a long edge: a long search
+
+
+def _room(name: str = ROOM):
+    room = next(r for r in crowded.ROOMS if r.name == name)
+    case, context = crowded.build(room, 0)   # the assets as they are (5.8k triangles)
+    meshes = {n: (it.vertices, it.faces) for n, it in case.items().items()}
+    axes = forward_axes_document(meshes, "anchor", {})
+    return case, context, meshes, axes
+
+
+def _apply(meshes: dict, poses: dict, decision: dict) -> dict:
+    out = dict(poses)
+    for name, delta in decision["members"].items():
+        pivot = frames.footprint_centre_local(meshes[name][0])
+        out[name] = frames.apply_member_delta(out[name], delta["delta_xyz"],
+                                              delta["delta_yaw_deg"], pivot)
+    return out
+
+
+def _accepted(decision: dict, n: int, case, geometry: dict) -> None:
+    """The adapter's checks: a decision it would refuse raises."""
+    names = ("anchor", *case.names)
+    metadata = Metadata("anchor", names, np.eye(4), np.eye(4), dict(case.poses))
+    doc = {"iter": n, "members": decision["members"], "converged": decision["converged"],
+           "_island_meta": {"model": "solver", "image_sha256": "0" * 64,
+                            "generated_by": "test", "mode": "island_iter", "iter": n,
+                            "timestamp_utc": "2026-01-01T00:00:00Z"}}
+    transforms = parse_transforms(doc, "transforms.json", n, metadata)
+    check_policy(transforms, n, len(case.members), geometry, "transforms.json")
+
+
+def test_a_crowded_decision_keeps_to_a_tiny_budget_and_says_so() -> None:
+    """A 0.05 s budget on a first decision that searches hundreds of placements for the
+    members a wall blocks: the decision names the budget in its reason, the adapter accepts
+    it, and the moves it makes put no member deeper into a wall, column, unit, the anchor or
+    another member (shapely on the posed vertices: never the solver's own code)."""
+    case, context, meshes, axes = _room()
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    geometry = geo.compute(case.poses, case.spec, 0)
+    solver = Solver(meshes, "anchor", axes, case.spec, context, budget_s=0.05)
+    decision = solver.decide(case.poses, geometry, 1)
+    assert BUDGET_NOTE in decision["reason_summary"]
+    assert "(0.05 s) ran out" in decision["reason_summary"]
+    assert "keeps every hard constraint" in decision["reason_summary"]
+    _accepted(decision, 1, case, geometry)
+    before = set(crowded.violations(case, context, case.poses))
+    after = set(crowded.violations(case, context, _apply(meshes, case.poses, decision)))
+    assert after <= before
+
+
+def test_a_run_on_a_tiny_budget_ends_with_every_hard_constraint_kept() -> None:
+    """Every decision of the loop on the 0.05 s budget, through the adapter's checks, ends
+    with no member in an obstacle, the anchor or another member, and a member the budget
+    left unplaced is named in the infeasible reason."""
+    case, context, meshes, axes = _room()
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solver = Solver(meshes, "anchor", axes, case.spec, context, budget_s=0.05)
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    given_up: list = []
+    for n in range(1, 21):
+        decision = solver.decide(poses, geometry, n)
+        _accepted(decision, n, case, geometry)
+        given_up = decision["given_up"]
+        poses = _apply(meshes, poses, decision)
+        geometry = geo.compute(poses, case.spec, n)
+        if decision["converged"] or (n >= 5 and not decision["members"]):
+            break
+    assert crowded.violations(case, context, poses) == []
+    reason = solver.infeasible_reason(given_up)
+    assert reason and all(g["member"] in reason for g in given_up)
+    for g in given_up:
+        if "budget_s" in g:
+            assert "time budget ran out" in reason
+
+
+def test_decisions_under_the_budget_are_deterministic() -> None:
+    """Two solvers on the same crowded states decide the same (a budget that is not hit
+    changes nothing), and name no budget."""
+    case, context, meshes, axes = _room("dining 3, chairs beside (issue 36)")
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solvers = [Solver(meshes, "anchor", axes, case.spec, context, budget_s=600.0)
+               for _ in range(2)]
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    for n in range(1, 4):
+        a, b = (s.decide(poses, geometry, n) for s in solvers)
+        assert a == b and BUDGET_NOTE not in a["reason_summary"]
+        poses = _apply(meshes, poses, a)
+        geometry = geo.compute(poses, case.spec, n)
+
+
+def test_a_budget_must_be_positive() -> None:
+    case, context, meshes, axes = _room("desk chair, wall 0.00")
+    with pytest.raises(ValueError, match="budget_s"):
+        Solver(meshes, "anchor", axes, case.spec, context, budget_s=0.0)
+
+
+# --------------------------------------------------------------------------- same numbers
+def _chair_tris() -> np.ndarray:
+    from fixtures.assets import load_asset
+
+    mesh = load_asset("infinigen/dining_chair_ChairFactory_s3.glb")
+    return np.asarray(mesh.vertices)[np.asarray(mesh.faces)][:, :, :2]
+
+
+def _hulls() -> list[np.ndarray]:
+    from fixtures.assets import load_asset
+
+    rels = ["infinigen/dining_chair_ChairFactory_s1.glb",
+            "infinigen/round_table_TableCocktailFactory_s4.glb",
+            "infinigen/bar_chair_BarChairFactory_s1.glb", "kenney-cco/table.glb"]
+    out = [convex_hull_2d(np.asarray(load_asset(r).vertices, dtype=np.float32)
+                          .astype(float)[:, :2]) for r in rels]
+    out.append(np.array([[-0.2, -0.2], [0.2, -0.2], [0.2, 0.2], [-0.2, 0.2]]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_nearest_triangle_search_gives_the_plain_minimum(seed: int) -> None:
+    """Cluster bounds prune triangles only where the exact value cannot be the minimum:
+    the same float as ``signed_distances(...).min()``, for hulls apart from, touching,
+    grazing and deep in a 5.8k-triangle chair and an edge-on wall face."""
+    rng = np.random.default_rng(seed)
+    tris = np.concatenate([_chair_tris(), [[[0.3, -2.0], [0.3, 2.0], [0.3, 0.5]]]])
+    index = TriangleIndex(tris)
+    hulls = _hulls()
+    for _ in range(25):
+        hull = hulls[int(rng.integers(len(hulls)))]
+        hull = _rotate(hull, float(rng.uniform(0, 360))) * float(rng.uniform(0.3, 1.0))
+        hull = hull + rng.normal(0.0, 0.5, 2)
+        exact = float(signed_distances(hull, tris).min())
+        assert nearest_signed_distance(hull, tris, index) == exact
+        assert nearest_signed_distance(hull, tris, index, cutoff=0.0) == min(exact, 0.0)
+
+
+def test_penetrations_and_nearest_match_the_distances() -> None:
+    from island_tools.measure.obstacles import Context
+
+    def box(lo: list[float], hi: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        return crowded._box(np.array(lo), np.array(hi))
+
+    chair = _chair_tris()
+    context = Context({"wall": box([0.5, -3.0, 0.0], [0.6, 3.0, 2.5]),
+                       "twin": box([0.5, -3.0, 0.0], [0.6, 3.0, 2.5]),
+                       "column": box([-0.9, -0.2, 0.0], [-0.6, 0.1, 2.5]),
+                       "chair": (np.column_stack([chair.reshape(-1, 2),
+                                                  np.full(len(chair) * 3, 0.5)]),
+                                 np.arange(len(chair) * 3).reshape(-1, 3))})
+    band = context.band(0.0, 1.0)
+    rng = np.random.default_rng(3)
+    for hull in _hulls():
+        for _ in range(15):
+            h = _rotate(hull, float(rng.uniform(0, 360))) * 0.6 + rng.normal(0.0, 0.6, 2)
+            found = distances(h, band)
+            assert penetrations(h, band) == {k: -v for k, v in found.items() if v < 0.0}
+            name, gap, deep = nearest(h, band, 0.005)
+            first = min(found, key=found.__getitem__) if found else None
+            assert (name, gap) == (first, found.get(first) if first else None)
+            assert deep == {k: v for k, v in found.items() if v < -0.005}
+
+
+def test_minkowski_from_support_pairs_is_the_hull_of_all_pairs() -> None:
+    rng = np.random.default_rng(4)
+    hulls = _hulls()
+    disc = np.array([[np.cos(a), np.sin(a)] for a in np.linspace(0, 2 * np.pi, 16,
+                                                                  endpoint=False)])
+    for a, b in itertools.product(hulls, repeat=2):
+        for _ in range(4):
+            q = _rotate(b, float(rng.choice([0.0, 90.0, rng.uniform(0, 360)])))
+            q = q + rng.normal(0.0, 1.0, 2)
+            full = convex_hull_2d((a[:, None, :] - q[None, :, :]).reshape(-1, 2))
+            assert np.array_equal(_minkowski_difference(a, q), full)
+            s = float(rng.uniform(0.01, 1.5)) * disc
+            assert np.array_equal(_minkowski_sum(a, s),
+                                  convex_hull_2d((a[:, None, :] + s[None]).reshape(-1, 2)))
+
+
+def test_visibility_of_many_points_matches_one_at_a_time() -> None:
+    rng = np.random.default_rng(5)
+    square = np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
+    for t in range(60):
+        poly = square if t % 3 == 0 else convex_hull_2d(rng.normal(size=(12, 2)))
+        a = (poly[t % len(poly)].copy() if t % 4 == 0 else (poly[0] + poly[1]) / 2
+             if t % 4 == 1 else rng.normal(size=2) * 2)
+        pts = np.vstack([poly, rng.normal(size=(10, 2)) * 2])
+        assert list(_crosses_many(poly, a, pts)) == [_crosses(poly, a, p) for p in pts]
