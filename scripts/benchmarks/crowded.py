@@ -381,7 +381,10 @@ COLUMNS = ["room", "members", "obstacles", "min gap m", "hull verts", "decide me
 def run(args: argparse.Namespace) -> dict[str, Any]:
     quick = bool(getattr(args, "quick", False))
     triangles = QUICK_TRIANGLES if quick else TRIANGLES
-    results = [evaluate(r, triangles) for r in _select(quick, getattr(args, "room", None))]
+    chosen = _select(quick, getattr(args, "room", None))
+    if getattr(args, "smoke", False):   # one room through the code (scripts/bench.py --smoke)
+        chosen = chosen[:1]
+    results = [evaluate(r, triangles) for r in chosen]
     rows = []
     for r in results:
         c, u = r["crowded"], r["uncrowded"]
