@@ -96,6 +96,8 @@ def press_esc_during(op: str, progress_word: str, label: str):
     rest_mouse()
     LOG.setdefault("esc_sent", []).append(round(time.perf_counter() - T_INVOKE[0], 3))
     LOG.setdefault("esc_line", []).append(st().progress_line)
+    # a fast operator can end before its progress word shows: then the key reaches nothing
+    LOG.setdefault("esc_running", []).append(bool(st().running))
     t_key = time.perf_counter()
     xdotool("key", "Escape")
     while st().running:
