@@ -41,7 +41,9 @@ KEY = "bl_ext.user_default.island_refiner"
 WANTED = {"python_fcl", "pillow", "pyyaml"}   # one wheel per Python and platform
 PURE = {("filelock", "py3")}                  # one py3-none-any wheel for every zip
 
-DRIVER = r'''
+# Every driver that installs the zip starts so (tests/test_lts.py too): what was importable
+# before, the install timed, the add-on's key.
+INSTALL_PROLOGUE = r'''
 import hashlib, json, math, sys, time
 import bpy
 
@@ -69,6 +71,9 @@ assert bpy.ops.extensions.package_install_files(
     filepath=args["zip"], repo="user_default", enable_on_install=True) == {"FINISHED"}
 out["timings_s"]["install"] = round(time.perf_counter() - t0, 3)
 key = "bl_ext.user_default.island_refiner"
+'''
+
+DRIVER = INSTALL_PROLOGUE + r'''
 assert key in bpy.context.preferences.addons, list(bpy.context.preferences.addons.keys())
 prefs = bpy.context.preferences.addons[key].preferences
 prefs.config_path = args["config"]

@@ -21,38 +21,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_extension import isolated_env
+from tests.test_extension import INSTALL_PROLOGUE, isolated_env
 
 REPO = Path(__file__).resolve().parents[1]
 
-DRIVER = r'''
-import json, sys, time
-import bpy
-
-args = json.loads(sys.argv[1])
-out = {"timings_s": {}, "messages": {}, "version": list(bpy.app.version)}
-
-
-def timed(name, fn, *a, **k):
-    t0 = time.perf_counter()
-    result = fn(*a, **k)
-    out["timings_s"][name] = round(time.perf_counter() - t0, 3)
-    assert result == {"FINISHED"}, (name, result)
-    out["messages"][name] = bpy.context.scene.island_refiner.last_message
-    return result
-
-
-for name in ("island_tools", "fixtures", "trimesh", "fcl", "PIL", "yaml"):
-    try:
-        __import__(name)
-        out.setdefault("before_install", []).append(name)
-    except ImportError:
-        pass
-t0 = time.perf_counter()
-assert bpy.ops.extensions.package_install_files(
-    filepath=args["zip"], repo="user_default", enable_on_install=True) == {"FINISHED"}
-out["timings_s"]["install"] = round(time.perf_counter() - t0, 3)
-key = "bl_ext.user_default.island_refiner"
+DRIVER = INSTALL_PROLOGUE + r'''
 prefs = bpy.context.preferences.addons[key].preferences
 prefs.config_path = args["config"]
 import fcl, PIL, yaml, island_tools, worker
