@@ -36,6 +36,7 @@ MEMBER_ROLES: dict[str, tuple[str, ...]] = {
     "sofa": ("coffee_table",)}
 SEAT_REACH_M = 0.7           # a seat's footprint this close to a table's (disorder: 0.6 out)
 SEAT_DOUBT_M = 1.0           # ... up to this, a seat no anchor holds is a doubt
+SEAT_FAR_M = 0.45            # a seat held further out than a seat in order stands: a doubt
 FACING_WEIGHT = 0.1          # cost of a seat turned fully away: a tie-breaker only
 DESK_SIDE_COST = 0.3         # a seat at a desk's end rather than its front ...
 DESK_BEHIND_COST = 0.6       # ... or behind it

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,7 @@ from .members import (
     AMBIGUOUS_COST,
     BED_SIDE_REACH_M,
     MEMBER_ROLES,
+    SEAT_FAR_M,
     SEAT_REACH_M,
     TV_REACH_M,
     Candidate,
@@ -84,6 +85,7 @@ UNKNOWN_MAX_HEIGHT_M = 2.6
 CONFIDENT = 0.5              # member / group confidence below this is uncertain
 TURNED_AWAY_DEG = 30.0       # a held seat turned further from its anchor is out of order
 KIND_SIZE_M = 0.10           # a seat of another role this close in size is the same kind
+KIND_SPREAD_M = 0.30         # seats of one role differing more than this a side: two kinds
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -134,6 +136,7 @@ class _Membership:
     uncertain: dict[str, str]                    # held member -> why it is in doubt
     doubtful: dict[str, dict[str, str]]          # anchor -> object it does not hold -> why
     left: dict[str, str]                         # member-role object in no group -> why
+    near: dict[str, dict[str, str]] = field(default_factory=dict)   # anchor -> unit by it
 
 
 def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
@@ -163,7 +166,11 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
             for n, why in _odd_seats(names, pieces, chosen).items():
                 chosen[n] = None
                 left[n] = why
+    orphans = _adopt_orphans(live, cands, chosen, caps)
     held = {n: c for n, c in chosen.items() if c is not None}
+    facing_tv = {c.anchor: n for n, c in sorted(held.items())
+                 if _anchor_role(live[c.anchor]) == "tv_stand" and c.facing_deg is not None
+                 and c.facing_deg <= TURNED_AWAY_DEG}
     out = _Membership(held, cands, {}, {}, {})
     for n, cs in cands.items():
         c = chosen.get(n)
@@ -179,6 +186,27 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.doubtful.setdefault(o.anchor, {})[n] = (
                     f"{role} held by '{c.anchor}' ({c.evidence}) but nearly as near to this "
                     f"anchor: {o.evidence}")
+            elif n in orphans:
+                out.uncertain[n] = orphans[n]
+            elif (_anchor_role(live[c.anchor]) in ("table", "desk")
+                  and c.gap_m > SEAT_FAR_M and others):
+                # pulled out further than a seat in order stands, with another anchor near
+                # it: which one it was pulled from is a guess (alone, it is its table's)
+                o = others[0]
+                out.uncertain[n] = (f"{c.gap_m:.2f} m from the edge, further out than a seat "
+                                    f"at it stands in order ({SEAT_FAR_M:.2f} m), and "
+                                    f"{_gap_words(o.gap_m)} from '{o.anchor}'")
+                out.doubtful.setdefault(o.anchor, {})[n] = (
+                    f"{role} held by '{c.anchor}' ({c.evidence}) but pulled out as far from "
+                    f"it as it stands from this anchor: {o.evidence}")
+            elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
+                  and c.anchor in facing_tv):
+                # before a TV stand only facing tells a member from a seat that stands in
+                # the room: beside seats that face it, one turned away is in doubt (a lone
+                # seat, or all of them turned, are its members out of order)
+                out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
+                                    f"'{facing_tv[c.anchor]}' faces it: it may be a seat "
+                                    "that only stands in the room")
             continue
         for x in cs:
             why = left.get(n) or (
@@ -201,7 +229,57 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     for anchor, a in live.items():
         for name, why in _unsettled_near(a, unsettled).items():
             out.doubtful.setdefault(anchor, {})[name] = why
+        out.near[anchor] = _near_units(anchor, a, pieces, held)
     return live, out
+
+
+def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
+                held: Mapping[str, Candidate]) -> dict[str, str]:
+    """Every unit standing within a seat's reach of the anchor's footprint that it does not
+    hold, with where it went: what an uncertain group names, so whoever settles the doubt
+    sees all that stands by it."""
+    out = {}
+    for n, p in pieces.items():
+        c = held.get(n)
+        if n == anchor or (c is not None and c.anchor == anchor):
+            continue
+        gap, _ = convex_signed_distance(p.shape.hull, a.shape.hull)
+        if gap > SEAT_REACH_M:
+            continue
+        where = (f"held by '{c.anchor}'" if c is not None else
+                 "an anchor itself" if _anchor_role(p) is not None else "in no group")
+        out[n] = f"a {p.role.role} {_gap_words(gap)} from the anchor, not held: {where}"
+    return out
+
+
+def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Candidate]],
+                   chosen: dict[str, Candidate | None], caps: Mapping[str, Mapping[str, int]]
+                   ) -> dict[str, str]:
+    """An anchor left holding nothing while member-role objects no anchor holds stand near
+    it (beyond a member's reach, or left out as another kind of seat) is not lost: it takes
+    the nearest of them, up to its capacity per slot, as doubtful members (the group is
+    uncertain, the doubt named). Returns member -> why it is in doubt."""
+    holding = {c.anchor for c in chosen.values() if c is not None}
+    offers: list[tuple[float, str, Candidate]] = []
+    for n, cs in cands.items():
+        if chosen.get(n) is not None:
+            continue
+        for c in cs:
+            if c.anchor not in holding and c.anchor in live:
+                offers.append((c.gap_m, n, c))
+    out: dict[str, str] = {}
+    taken: dict[tuple[str, str], int] = {}
+    for _, n, c in sorted(offers, key=lambda o: (o[0], o[1], o[2].anchor)):
+        if n in out or c.anchor in holding:
+            continue
+        key = (c.anchor, c.slot)
+        if taken.get(key, 0) >= caps.get(c.anchor, {}).get(c.slot, 1):
+            continue
+        taken[key] = taken.get(key, 0) + 1
+        chosen[n] = c
+        out[n] = (f"no anchor holds it and this one holds nothing else: {c.evidence}; taken "
+                  "as a doubtful member so the group is not lost")
+    return out
 
 
 def _gap_words(gap: float) -> str:
@@ -210,33 +288,48 @@ def _gap_words(gap: float) -> str:
 
 def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
                chosen: Mapping[str, Candidate | None]) -> dict[str, str]:
-    """Seats of another kind among a table's (a stool or an armchair among its chairs):
-    not taken as members, but named. The kind most seats are (ties: the nearer) holds;
-    a seat of another role the size of those (``KIND_SIZE_M``) is the same piece read
-    differently and stays."""
-    kinds: dict[str, list[str]] = {}
-    for n in names:
-        kinds.setdefault(pieces[n].role.role or "", []).append(n)
-    if len(kinds) < 2:
+    """Seats of another kind among a table's (a stool or an armchair among its chairs, a
+    lounge armchair beside a desk's chair): not taken as members, but named. Seats are of
+    one kind when they share a role and their footprints differ by at most
+    ``KIND_SPREAD_M`` a side, or differ in role but not in size (``KIND_SIZE_M``: the same
+    piece read differently). The kind most seats are (ties: the nearer) holds."""
+    if len(names) < 2:
         return {}
 
-    def nearness(kind: str) -> tuple[int, float]:
-        return (-len(kinds[kind]), sum(c.cost for n in kinds[kind]
-                                       if (c := chosen.get(n)) is not None))
+    def dims(n: str) -> np.ndarray:
+        s = pieces[n].shape
+        return np.array([s.length, s.width, s.height])
 
-    main = min(kinds, key=nearness)
-    size = np.median([[pieces[n].shape.length, pieces[n].shape.width, pieces[n].shape.height]
-                      for n in kinds[main]], axis=0)
+    def cost(n: str) -> float:
+        c = chosen.get(n)
+        return c.cost if c is not None else 0.0
+
+    kinds: list[list[str]] = []
+    for n in sorted(names, key=lambda x: (cost(x), x)):   # the nearest seat founds a kind
+        for kind in kinds:
+            first = kind[0]
+            d = np.abs(dims(n) - dims(first))
+            same_role = pieces[n].role.role == pieces[first].role.role
+            if (same_role and float(d[:2].max()) <= KIND_SPREAD_M) or bool(
+                    np.all(d <= KIND_SIZE_M)):
+                kind.append(n)
+                break
+        else:
+            kinds.append([n])
+    if len(kinds) < 2:
+        return {}
+    main = min(kinds, key=lambda k: (-len(k), sum(cost(n) for n in k)))
+    ref = pieces[main[0]]
     out = {}
-    for kind, ns in kinds.items():
-        if kind == main:
+    for kind in kinds:
+        if kind is main:
             continue
-        for n in ns:
+        for n in kind:
             s = pieces[n].shape
-            if np.all(np.abs(np.array([s.length, s.width, s.height]) - size) <= KIND_SIZE_M):
-                continue
-            out[n] = (f"a {kind} ({s.length:.2f}x{s.width:.2f} m, {s.height:.2f} m tall) among "
-                      f"{len(kinds[main])} {main}(s) of another size: another kind of seat")
+            out[n] = (f"a {pieces[n].role.role} ({s.length:.2f}x{s.width:.2f} m, "
+                      f"{s.height:.2f} m tall) among {len(main)} {ref.role.role}(s) of "
+                      f"another size ({ref.shape.length:.2f}x{ref.shape.width:.2f} m): "
+                      "another kind of seat")
     return out
 
 
@@ -411,6 +504,16 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
     status = "confident" if not reasons and confidence >= CONFIDENT else "uncertain"
     if status == "uncertain" and not reasons:
         reasons.append(f"low confidence ({confidence:.2f})")
+    if status == "uncertain":   # whoever settles the doubt sees everything standing by it
+        for n, why in sorted(found.near.get(anchor, {}).items()):
+            if n not in members and n not in doubtful:
+                doubtful[n] = why
+                reasons.append(f"'{n}' stands by it: {why}")
+        for m in members:   # ... and which of its members another anchor could hold
+            other = [x for x in found.candidates.get(m, ()) if x.anchor != anchor and x.holds]
+            if m not in uncertain and other:
+                uncertain[m] = f"also within reach of '{other[0].anchor}': {other[0].evidence}"
+                reasons.append(f"member '{m}': {uncertain[m]}")
     evidence: dict[str, Any] = {"anchor": anchor_evidence, "members": member_evidence,
                                 "pattern": pattern_note}
     if spec is not None:
