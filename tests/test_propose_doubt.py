@@ -1,0 +1,139 @@
+"""``island-refine propose``: doubt named where it is (issue 32, failure classes of the
+crowded rooms).
+
+Each room is laid out by the test with parametric furniture (``tests.test_propose``'s
+``piece`` / ``place``) and judged by names against the layout: which group holds what, its
+status, and which objects its proposal names (``doubtful``, ``uncertain_members`` or quoted
+in a reason). Pure Python (tier 1).
+"""
+from __future__ import annotations
+
+from fixtures import rooms
+from tests.test_propose import depth, half, piece, place
+from tests.test_propose_disorder import CHAIR_GAP_M, by_anchor, propose
+
+
+def named(group: dict, name: str) -> bool:
+    p = group["proposal"]
+    return (name in p["doubtful"] or name in p["uncertain_members"]
+            or any(f"'{name}'" in r for r in p["reasons"]))
+
+
+def living(room: rooms.Room, bystander_turn: float | None) -> None:
+    """A TV stand against the south wall with a sofa facing it 2.2 m out; ``bystander_turn``:
+    a short sofa (an armchair) 1.4 m to the side of it, turned that far from the stand."""
+    tv, sofa = piece("tv_cabinet", 3), piece("sofa", 3)
+    place(room, "Object_1", tv, (0.0, -5.0 + depth(tv) / 2 + 0.03), facing=(0.0, 1.0),
+          group="living", anchor=True, role="tv_stand")
+    place(room, "Object_2", sofa, (0.0, -5.0 + depth(tv) + 2.2 + depth(sofa) / 2),
+          facing=(0.0, -1.0), group="living", role="sofa")
+    if bystander_turn is not None:
+        arm = piece("sofa", 5)
+        place(room, "Object_3", arm, (2.4, -5.0 + depth(tv) + 2.6 + depth(arm) / 2),
+              facing=(0.0, -1.0), yaw=bystander_turn, role="armchair")
+
+
+def test_a_seat_turned_away_before_a_tv_stand_beside_one_facing_it_is_a_named_doubt() -> None:
+    room = rooms.Room((10.0, 10.0))
+    living(room, bystander_turn=150.0)
+    g = by_anchor(propose(room))["Object_1"]
+    assert "Object_2" in g["members"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert "Object_3" in g["proposal"]["uncertain_members"] or "Object_3" not in g["members"]
+    assert named(g, "Object_3")
+    assert "Object_2" not in g["proposal"]["uncertain_members"]
+
+
+def test_a_lone_seat_turned_away_before_a_tv_stand_is_still_its_member() -> None:
+    """The member the tool exists to fix: alone before the stand, turned away, it is the
+    stand's, and the group is confident."""
+    room = rooms.Room((10.0, 10.0))
+    living(room, bystander_turn=None)
+    room.placed[-1] = rooms.Placed("Object_2", room.placed[-1].furniture,
+                                   room.placed[-1].furniture.pose(
+                                       room.placed[-1].pose[:2, 3], None, 120.0),
+                                   "sofa", "living")
+    g = by_anchor(propose(room))["Object_1"]
+    assert g["members"] == ["Object_2"]
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+def test_a_lounge_armchair_by_a_table_is_another_kind_of_seat() -> None:
+    """A table with one armchair-like office chair at its side and, 0.4 m off its end and
+    turned away, a lounge armchair of the same role 1.6 times as long and wide (a bystander): not
+    taken as a second member (another kind of seat), but named."""
+    room = rooms.Room((10.0, 10.0))
+    table, seat = piece("table_rect", 3), piece("office_chair", 3)
+    lounge = rooms.Furniture("parametric:lounge", "office_chair", seat.vertices * [1.6, 1.6, 1.0],
+                             seat.faces, seat.front, 1.0)
+    place(room, "Object_1", table, (0.0, 0.0), group="dining", anchor=True, role="table")
+    place(room, "Object_2", seat, (0.0, half(table, 1) + CHAIR_GAP_M + depth(seat) / 2),
+          facing=(0.0, -1.0), group="dining", role="armchair")
+    place(room, "Object_9", lounge, (half(table, 0) + 0.4 + depth(lounge) / 2, 0.0),
+          facing=(1.0, 0.0), yaw=20.0, role="armchair")
+    (g,) = propose(room)["groups"]
+    assert (g["anchor"], g["members"]) == ("Object_1", ["Object_2"])
+    assert g["proposal"]["status"] == "uncertain"
+    assert "Object_9" in g["proposal"]["doubtful"]
+
+
+def test_an_anchor_whose_only_seat_stands_beyond_reach_is_proposed_in_doubt() -> None:
+    """A table whose one chair was pulled 0.8 m out (beyond a seat's reach, within a doubt's):
+    the group is not lost; it holds the chair as a doubtful member."""
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    place(room, "Object_1", table, (0.0, 0.0), group="dining", anchor=True, role="table")
+    place(room, "Object_2", chair, (0.0, half(table, 1) + 0.8 + depth(chair) / 2),
+          facing=(0.0, -1.0), group="dining", role="chair")
+    doc = propose(room)
+    (g,) = doc["groups"]
+    assert (g["anchor"], g["members"]) == ("Object_1", ["Object_2"])
+    assert g["proposal"]["status"] == "uncertain"
+    assert "Object_2" in g["proposal"]["uncertain_members"]
+
+
+def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both() -> None:
+    """Two tables 1.7 m apart; a chair of table a pulled 0.55 m out toward table b (0.7 m
+    from b's edge, beyond a seat's reach of it): table a holds it, in doubt; b names it."""
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    hy, d = half(table, 1), depth(chair)
+    apart = 0.55 + d + 0.70
+    ya, yb = hy + apart / 2, -(hy + apart / 2)
+    place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
+    place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    for i, (y, sign, gid) in enumerate(((ya, 1, "a"), (yb, -1, "b"))):
+        place(room, f"Object_{10 + i}", chair, (0.0, y + sign * (hy + CHAIR_GAP_M + d / 2)),
+              facing=(0.0, -sign), group=gid, role="chair")
+    place(room, "Object_20", chair, (0.0, ya - hy - 0.55 - d / 2), facing=(0.0, 1.0),
+          group="a", role="chair")
+    got = by_anchor(propose(room))
+    a, b = got["Object_1"], got["Object_2"]
+    assert sorted(a["members"]) == ["Object_10", "Object_20"]
+    assert a["proposal"]["status"] == "uncertain"
+    assert "Object_2" in a["proposal"]["uncertain_members"]["Object_20"]
+    assert "Object_20" in b["proposal"]["doubtful"]
+    assert b["members"] == ["Object_11"]
+
+
+def test_an_uncertain_group_names_everything_standing_by_it() -> None:
+    """Two tables 0.8 m apart share a chair between them (the groups are uncertain): a
+    cabinet standing 0.4 m off table a's end is named in a's proposal, though no seat."""
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    hy, d = half(table, 1), depth(chair)
+    ya, yb = hy + 0.4, -(hy + 0.4)
+    place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
+    place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    place(room, "Object_10", chair, (0.0, ya + hy + CHAIR_GAP_M + d / 2), facing=(0.0, -1.0),
+          group="a", role="chair")
+    place(room, "Object_11", chair, (0.0, yb - hy - CHAIR_GAP_M - d / 2), facing=(0.0, 1.0),
+          group="b", role="chair")
+    place(room, "Object_12", chair, (half(table, 0) + CHAIR_GAP_M + d / 2, 0.0),
+          facing=(-1.0, 0.0), group="a", ambiguous=True, role="chair")
+    cab = piece("cabinet", 8)
+    place(room, "Object_30", cab, (-(half(table, 0) + 0.4 + depth(cab) / 2), ya),
+          facing=(1.0, 0.0), role="storage")
+    a = by_anchor(propose(room))["Object_1"]
+    assert a["proposal"]["status"] == "uncertain"
+    assert "Object_30" in a["proposal"]["doubtful"], a["proposal"]["doubtful"]
