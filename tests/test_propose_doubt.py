@@ -137,3 +137,34 @@ def test_an_uncertain_group_names_everything_standing_by_it() -> None:
     a = by_anchor(propose(room))["Object_1"]
     assert a["proposal"]["status"] == "uncertain"
     assert "Object_30" in a["proposal"]["doubtful"], a["proposal"]["doubtful"]
+
+
+def test_a_desk_whose_front_is_undetermined_holds_its_second_seat_in_doubt(monkeypatch
+                                                                          ) -> None:
+    """A desk-shaped top whose front the geometry does not settle (the detector is made to
+    say so, as it does for a mirror-symmetric bench desk) is read as a table; a seat at each
+    long side: as a table it holds both, as a desk one. The readings differ, so the group is
+    uncertain and the farther seat is named."""
+    import island_tools.scene.propose as propose_mod
+    from island_tools.scene.members import Front
+
+    real = propose_mod.detect_front
+
+    def undetermined_desk(s, role, walls):   # type: ignore[no-untyped-def]
+        return Front(None, "undetermined (symmetric front and back)", 0.0) \
+            if role == "desk" else real(s, role, walls)
+
+    monkeypatch.setattr(propose_mod, "detect_front", undetermined_desk)
+    room = rooms.Room((10.0, 10.0))
+    desk, seat = piece("desk", 1), piece("office_chair", 3)
+    hy = half(desk, 1)
+    place(room, "Object_1", desk, (0.0, 0.0), group="office", anchor=True, role="desk")
+    place(room, "Object_2", seat, (0.0, -(hy + CHAIR_GAP_M + depth(seat) / 2)),
+          facing=(0.0, 1.0), group="office", role="armchair")
+    place(room, "Object_3", seat, (0.3, hy + 0.35 + depth(seat) / 2), facing=(0.0, -1.0),
+          role="armchair")
+    (g,) = propose(room)["groups"]
+    assert g["anchor"] == "Object_1" and "Object_2" in g["members"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert named(g, "Object_3")
+    assert "Object_3" not in g["members"] or "Object_3" in g["proposal"]["uncertain_members"]

@@ -54,6 +54,7 @@ from .furniture import (
 from .members import (
     AMBIGUOUS_COST,
     BED_SIDE_REACH_M,
+    DESK_PLACE_M,
     MEMBER_ROLES,
     SEAT_FAR_M,
     SEAT_REACH_M,
@@ -486,6 +487,21 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
                        f"{a.role.runner_up[0]} {a.role.runner_up[1]:.2f}")
     if unclear:
         reasons.append(unclear)
+    if role == "table" and a.role.role == "desk":
+        # desk-shaped, its front undetermined: read as a table its whole perimeter holds
+        # seats, as a desk only its front (one per DESK_PLACE_M); where the readings hold
+        # different seats, the geometry has not settled which, and the extra are in doubt
+        at_desk = max(1, int(a.shape.length // DESK_PLACE_M))
+        if len(members) > at_desk:
+            extra = sorted(members, key=lambda m: (found.held[m].cost, m))[at_desk:]
+            for m in extra:
+                uncertain.setdefault(m, f"held only if '{anchor}' is a table: desk-shaped, its "
+                                        f"front undetermined ({a.front.how}), as a desk it "
+                                        f"holds {at_desk}")
+                member_conf[m] = min(member_conf[m], 0.45)
+            reasons.append(f"desk or table: a desk-shaped top whose front is undetermined, "
+                           f"read as a table it holds {len(members)} seats, as a desk "
+                           f"{at_desk} ({', '.join(repr(m) for m in extra)} in doubt)")
     doubtful = {n: why for n, why in sorted(found.doubtful.get(anchor, {}).items())
                 if n not in members and n != anchor}
     for n, why in doubtful.items():
