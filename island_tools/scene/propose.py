@@ -14,7 +14,11 @@ Doubt is never decided silently: a member that could belong to two anchors, an o
 member role within reach that the group does not hold (named in ``proposal.doubtful``), a
 front or role the geometry does not settle, members in order in no usual arrangement, or a
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
-reasons. Context (``CONTEXT_ROLES``) never does. Target specs come from the anchor and the
+reasons; so does a held seat whose place does not settle it (pulled far out near a second
+anchor, turned away from a TV stand another seat faces, beyond a desk's seats when its front
+is undetermined). An uncertain group names everything standing by its anchor; an anchor whose
+seats went nowhere keeps them as doubts rather than vanish. Context (``CONTEXT_ROLES``) never
+makes a group uncertain. Target specs come from the anchor and the
 members in order (``propose_spec.group_hints``: the usual arrangement of their count at an
 anchor of this size, a clearance most members in order agree on, else the convention),
 checked through
