@@ -31,14 +31,15 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
-def _rooms(seeds: list[int], plain: bool, designed_too: bool) -> list[tuple[str, str, Any]]:
+def _rooms(seeds: list[int], plain: bool, designed_too: bool, draw: int = 0
+           ) -> list[tuple[str, str, Any]]:
     from fixtures.rooms import disorder, random_room
 
     out = []
     for s in seeds:
         room = random_room("tuned", s, crowded=not plain)
         out.append((f"generator {s}", "tidy", room))
-        out.append((f"generator {s}", "disordered", disorder(room, s)))
+        out.append((f"generator {s}", "disordered", disorder(room, s + draw)))
     if designed_too:
         from fixtures import designed
         if designed.status() is None:
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, help="a pickle of the rooms' units and truth and "
                     "of the measured fronts (forward_axis, not the proposer's logic): read "
                     "when there, written when not (a fast re-run while developing)")
+    ap.add_argument("--draw", type=int, default=0,
+                    help="another disorder of the same rooms: disorder seed = room seed + this")
     ap.add_argument("--only", help="only rooms whose label contains this (e.g. 'generator 7')")
     args = ap.parse_args(argv)
     from fixtures.rooms import room_units
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rooms = [(label, state, room_units(room), room.truth)
                  for label, state, room in _rooms(_seeds(args.seeds), args.plain,
-                                                  not args.no_designed)]
+                                                  not args.no_designed, args.draw)]
 
     keys = ("truth_groups", "exact", "confident_wrong", "confident_incomplete",
             "uncertain_named", "uncertain_unnamed", "missed", "reach_unnamed")

@@ -8,6 +8,8 @@ in a reason). Pure Python (tier 1).
 """
 from __future__ import annotations
 
+import pytest
+
 from fixtures import rooms
 from tests.test_propose import depth, half, piece, place
 from tests.test_propose_disorder import CHAIR_GAP_M, by_anchor, propose
@@ -19,23 +21,28 @@ def named(group: dict, name: str) -> bool:
             or any(f"'{name}'" in r for r in p["reasons"]))
 
 
-def living(room: rooms.Room, bystander_turn: float | None) -> None:
-    """A TV stand against the south wall with a sofa facing it 2.2 m out; ``bystander_turn``:
-    a short sofa (an armchair) 1.4 m to the side of it, turned that far from the stand."""
+def living(room: rooms.Room, bystander_turn: float | None, sofa_turn: float = 0.0) -> None:
+    """A TV stand against the south wall with a sofa 2.2 m out, turned ``sofa_turn`` from
+    facing it; ``bystander_turn``: a short sofa (an armchair) 2.4 m to the side and further
+    out, turned that far from the stand."""
     tv, sofa = piece("tv_cabinet", 3), piece("sofa", 3)
     place(room, "Object_1", tv, (0.0, -5.0 + depth(tv) / 2 + 0.03), facing=(0.0, 1.0),
           group="living", anchor=True, role="tv_stand")
     place(room, "Object_2", sofa, (0.0, -5.0 + depth(tv) + 2.2 + depth(sofa) / 2),
-          facing=(0.0, -1.0), group="living", role="sofa")
+          facing=(0.0, -1.0), yaw=sofa_turn, group="living", role="sofa")
     if bystander_turn is not None:
         arm = piece("sofa", 5)
         place(room, "Object_3", arm, (2.4, -5.0 + depth(tv) + 2.6 + depth(arm) / 2),
               facing=(0.0, -1.0), yaw=bystander_turn, role="armchair")
 
 
-def test_a_seat_turned_away_before_a_tv_stand_beside_one_facing_it_is_a_named_doubt() -> None:
+@pytest.mark.parametrize("sofa_turn", [0.0, 80.0])
+def test_a_seat_turned_away_before_a_tv_stand_beside_a_surer_one_is_a_named_doubt(
+        sofa_turn: float) -> None:
+    """Beside the sofa facing the stand, or (none facing) the nearer sofa, an armchair turned
+    150 deg away is in doubt: before a TV stand only facing tells a member from a seat."""
     room = rooms.Room((10.0, 10.0))
-    living(room, bystander_turn=150.0)
+    living(room, bystander_turn=150.0, sofa_turn=sofa_turn)
     g = by_anchor(propose(room))["Object_1"]
     assert "Object_2" in g["members"]
     assert g["proposal"]["status"] == "uncertain"

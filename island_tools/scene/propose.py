@@ -15,7 +15,7 @@ member role within reach that the group does not hold (named in ``proposal.doubt
 front or role the geometry does not settle, members in order in no usual arrangement, or a
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
 reasons; so does a held seat whose place does not settle it (pulled far out near a second
-anchor, turned away from a TV stand another seat faces, beyond a desk's seats when its front
+anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its front
 is undetermined). An uncertain group names everything standing by its anchor; an anchor whose
 seats went nowhere keeps them as doubts rather than vanish. Context (``CONTEXT_ROLES``) never
 makes a group uncertain. Target specs come from the anchor and the
@@ -173,9 +173,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 left[n] = why
     orphans = _adopt_orphans(live, cands, chosen, caps)
     held = {n: c for n, c in chosen.items() if c is not None}
-    facing_tv = {c.anchor: n for n, c in sorted(held.items())
-                 if _anchor_role(live[c.anchor]) == "tv_stand" and c.facing_deg is not None
-                 and c.facing_deg <= TURNED_AWAY_DEG}
+    facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
     for n, cs in cands.items():
         c = chosen.get(n)
@@ -205,13 +203,13 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"{role} held by '{c.anchor}' ({c.evidence}) but pulled out as far from "
                     f"it as it stands from this anchor: {o.evidence}")
             elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
-                  and c.anchor in facing_tv):
+                  and c.anchor in facing_tv and facing_tv[c.anchor][0] != n):
                 # before a TV stand only facing tells a member from a seat that stands in
-                # the room: beside seats that face it, one turned away is in doubt (a lone
-                # seat, or all of them turned, are its members out of order)
+                # the room: beside a seat that faces it (or, none facing, the nearest), one
+                # turned away is in doubt (a lone seat turned away is its member out of order)
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
-                                    f"'{facing_tv[c.anchor]}' faces it: it may be a seat "
-                                    "that only stands in the room")
+                                    f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
+                                    "may be a seat that only stands in the room")
             continue
         for x in cs:
             why = left.get(n) or (
@@ -254,6 +252,26 @@ def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
         where = (f"held by '{c.anchor}'" if c is not None else
                  "an anchor itself" if _anchor_role(p) is not None else "in no group")
         out[n] = f"a {p.role.role} {_gap_words(gap)} from the anchor, not held: {where}"
+    return out
+
+
+def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
+                   ) -> dict[str, tuple[str, str]]:
+    """TV stand -> (the seat its other seats are judged against, why): one that faces it
+    (the nearest such), else, when it holds several, the nearest (its place is the surest)."""
+    seats: dict[str, list[tuple[str, Candidate]]] = {}
+    for n, c in sorted(held.items()):
+        if _anchor_role(live[c.anchor]) == "tv_stand":
+            seats.setdefault(c.anchor, []).append((n, c))
+    out = {}
+    for anchor, held_here in seats.items():
+        facing = [(c.gap_m, n) for n, c in held_here
+                  if c.facing_deg is not None and c.facing_deg <= TURNED_AWAY_DEG]
+        if facing:
+            out[anchor] = (min(facing)[1], "faces it")
+        elif len(held_here) > 1:
+            out[anchor] = (min((c.gap_m, n) for n, c in held_here)[1],
+                           "stands nearer and none faces it")
     return out
 
 
