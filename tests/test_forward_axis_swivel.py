@@ -135,3 +135,28 @@ def test_a_desk_chair_of_undetermined_front_makes_its_facing_uncertain() -> None
     assert got["items"][f"facing_{chair}"]["verdict"] == "uncertain"
     assert any(u["kind"] == "forward_axis" and u["target_id"] == chair
                for u in got["review"]["new_unknowns"])
+
+
+def test_a_tub_chair_of_undetermined_front_is_still_its_desks_member() -> None:
+    """Membership does not rest on the front: the tub chair before a desk, turned toward
+    it or away, is the desk's member; its facing is then left to the review (above)."""
+    from island_tools.measure import frames
+    from island_tools.scene.furniture import UnitInput
+    from island_tools.scene.propose import propose_units
+
+    desk = par.generate("desk", 4)
+    dv, df = np.asarray(desk.vertices, float), np.asarray(desk.faces, np.int64)
+    star, seed, lever, roundness, curve_r, segments, yaw = WRONG_BEFORE[0]
+    v, f = _tub(star, seed, lever, roundness, curve_r, segments)
+    local = par._yawed(v, yaw)           # the hard case's local frame
+    assert detect_forward_axis(local, f).status == "undetermined"
+    gap = float(dv[:, 1].min()) - 0.45
+    for turn in (180.0, 0.0):            # facing the desk (+Y), then turned away
+        # world yaw so that the chair's true front (-Y turned by ``yaw``) ends at -Y, then
+        # ``turn`` more
+        chair = UnitInput("Object_2", frames.translation((0.0, gap, 0.0))
+                          @ frames.rot_z(-yaw + turn), local, np.asarray(f, np.int64))
+        doc = propose_units({"Object_1": UnitInput("Object_1", np.eye(4), dv, df),
+                             "Object_2": chair})
+        (g,) = doc["groups"]
+        assert g["anchor"] == "Object_1" and g["members"] == ["Object_2"], turn
