@@ -196,6 +196,21 @@ def test_a_bar_table_is_a_table() -> None:
         assert role_of(unit("t", par.bar_table(1.2, 0.6, h), yaw=12.0)) == ("table", True)
 
 
+def test_a_high_swivel_chair_is_a_chair_and_a_high_case_with_a_back_is_not() -> None:
+    """A drafting chair (seat 0.8 m up on a five-spoke base, a back above it) is a seat; a
+    small closed case of the same height with a raised back panel is none."""
+    v, f = par.swivel_chair(star_deg=20.0, seed=2)
+    lift = np.where(v[:, 2] > 0.15, 0.34, 0.0)     # the column 0.34 m longer
+    high = (v + np.column_stack([np.zeros((len(v), 2)), lift]), f)
+    s = measure_unit(unit("c", high, yaw=33.0))
+    assert s.surface_m is not None and 0.75 < s.surface_m < 0.86
+    assert classify(s).role == "chair"
+    m = par._Mesh()
+    m.box(-0.25, 0.25, -0.22, 0.22, 0.0, 0.82)        # the case
+    m.box(-0.25, 0.25, 0.19, 0.22, 0.82, 1.15)        # its raised back
+    assert role_of(unit("k", m.mesh(), yaw=33.0))[0] != "chair"
+
+
 # --------------------------------------------------------------------------- riders
 def _bedroom() -> dict[str, UnitInput]:
     bed = generated("bed", 3)
@@ -354,6 +369,13 @@ def test_corpus_pieces_of_the_tuned_split_keep_their_roles() -> None:
     if reason and fc.corpus_required():
         pytest.fail(reason)
     want = {"shared:osrf_table": "table", "shared:kaykit_couch": "sofa",
+            # swivel chairs, one a drafting chair whose seat is 0.82 m up; an L chaise sofa;
+            # other creators' low coffee tables
+            **{f"assets:infinigen/office_chair_OfficeChairFactory_s{i}.glb": "chair"
+               for i in (1, 2, 4, 6, 10)},
+            "assets:infinigen/sofa_SofaFactory_s4.glb": "sofa",
+            "assets:kenney-cco/tableCoffee.glb": "coffee_table",
+            "assets:caysonverse/tableCoffee.glb": "coffee_table",
             **{f"assets:infinigen/coffee_table_CoffeeTableFactory_s{i}.glb": "coffee_table"
                for i in (1, 2, 3)},
             **{f"assets:infinigen/tv_stand_TVStandFactory_s{i}.glb": "tv_stand"

@@ -9,7 +9,9 @@ on margins fitted to one creator's models:
 1. **Candidate frames**: the minimum-area rectangles of the footprint (rotating calipers,
    at most ``MAX_TIED_RECTS`` ties for a round plan), the one of the part above
    ``UPPER_FRACTION`` of the height (seat and backrest over a five-star base) and the two
-   best mirror planes of a coarse search over the top-down height map.
+   best mirror planes of a search over the top-down height map of the part above
+   ``BASE_FRACTION`` of the height (coarse, then fine; each plane's offset measured from
+   the median, so neither a star base nor a lever on one side sets it).
 2. **Views**: per frame, orthographic depth views from the four sides and from above
    (``SIDE_RES`` x ``SIDE_RES`` rays each; vectorised ray/triangle tests).
 3. **Mirror symmetry** (why it transfers: furniture is made for a body that is
@@ -41,7 +43,9 @@ on margins fitted to one creator's models:
    whose two sides the scores separate most.
 5. **Honest status**: ``front`` only when the winner beats the opposite side by
    ``FRONT_MARGIN`` (``NO_MIRROR_FACTOR`` times more without a mirror plane, where the
-   other axis must also lose by ``FRONT_MARGIN``), no strong cue argues against it
+   other axis must also lose by ``FRONT_MARGIN``, and the frame nearest to a mirror plane
+   must put the front within ``AGREE_DEG`` of the body rectangle's: a round seat under a
+   wrapping backrest has a rectangle at any angle), no strong cue argues against it
    (``DISAGREE``, at least ``DISAGREE_RATIO`` of the strongest cue for it), and, when both
    axes are admissible, it is not a short end of an elongated piece without a tall back
    at the other end (beds and loungers are used from an end; desks, sideboards and TV
@@ -80,6 +84,8 @@ METHOD = "mirror_relief"
 SIDE_RES = 96            # rays per side of each view (seams a few mm wide are seen)
 SEARCH_RES = 64          # top-down map of the coarse mirror-plane search
 SEARCH_STEP_DEG = 2.0
+SEARCH_FINE_DEG = 0.25
+SEARCH_OFFSETS = 4       # plane offsets tried each side of the median, half a cell apart
 TALL_FRACTION = 0.75
 UPPER_FRACTION = 0.4
 BASE_FRACTION = 0.2      # the mirror plane is sought above this share of the height
@@ -107,6 +113,7 @@ DISAGREE_RATIO = 0.5     # ... when it is at least half as strong as the best cu
 CONFIDENT_MARGIN = 0.5   # a margin this large (or more) is reported as confidence 1
 NO_MIRROR_CONFIDENCE = 0.7
 WEAK_BREAK_CONFIDENCE = 0.7
+AGREE_DEG = 5.0          # without a mirror plane, two frames' fronts this far apart: undetermined
 # Bounds the (triangle, cell) pairs rasterised at once: memory stays ~100 MB on any mesh.
 _PAIRS_PER_CHUNK = 1 << 20
 
@@ -344,23 +351,49 @@ def _side_cues(views: _Views, p: np.ndarray, e_u: np.ndarray, e_v: np.ndarray
 
 
 def _mirror_search_angles(v: np.ndarray, faces: np.ndarray) -> list[float]:
-    """Angles (mod 90 deg) of the vertical planes about which the top-down height map is
-    most nearly mirror-symmetric (coarse search): a swivel chair's seat and backrest are
-    symmetric about the sagittal plane whatever the star base below them does."""
+    """Angles (mod 90 deg) of the vertical planes about which the top-down height map of
+    the part above ``BASE_FRACTION`` of the height is most nearly mirror-symmetric: a
+    swivel chair's seat and backrest are symmetric about the sagittal plane whatever the
+    star base below them does, so the base's cells neither vote for an angle nor set the
+    plane's offset. A coarse search (``SEARCH_STEP_DEG``), then a fine one
+    (``SEARCH_FINE_DEG``) around its two best angles."""
     top, lo, cell, xy, h = _top_points(v, faces)
-    if len(h) < 8:
+    keep = h >= float(v[:, 2].min()) + BASE_FRACTION * float(np.ptp(v[:, 2]))
+    if keep.sum() < 8:
         return []
+    xy, h = xy[keep], h[keep]
     tol = 4.0 * REL_TOL * float(np.ptp(v[:, 2]))
-    best: list[tuple[float, float]] = []
-    for deg in np.arange(0.0, 180.0, SEARCH_STEP_DEG):
-        a = math.radians(float(deg))
+
+    step = float(cell.mean()) / 2.0
+
+    def share(deg: float) -> float:
+        # the plane's offset is measured, not the extent's middle: a lever or a knob on
+        # one side moves the extent, hardly the median, and the best nearby offset wins
+        a = math.radians(deg)
         n = np.array([math.cos(a), math.sin(a)])
         proj = xy @ n
-        mid = (proj.max() + proj.min()) / 2.0
-        mapped = xy - 2.0 * (proj - mid)[:, None] * n
-        best.append((_mapped_share(top, lo, cell, xy, h, mapped, tol), float(deg)))
-    best.sort()
-    return [math.radians(deg % 90.0) for _, deg in best[:2]]
+        mid = float(np.median(proj))
+        return min(_mapped_share(top, lo, cell, xy, h,
+                                 xy - 2.0 * (proj - (mid + k * step))[:, None] * n, tol)
+                   for k in range(-SEARCH_OFFSETS, SEARCH_OFFSETS + 1))
+
+    coarse = sorted((share(float(d)), float(d)) for d in np.arange(0.0, 180.0,
+                                                                    SEARCH_STEP_DEG))
+    out: list[tuple[float, float]] = []
+    for _, deg in coarse[:2]:
+        out += [(share(d), d) for d in np.arange(deg - SEARCH_STEP_DEG,
+                                                 deg + SEARCH_STEP_DEG + 1e-9,
+                                                 SEARCH_FINE_DEG)]
+    out.sort()
+    best: list[float] = []
+    for _, deg in out:
+        a = math.radians(deg % 90.0)
+        if all(abs((a - b + math.pi / 4.0) % (math.pi / 2.0) - math.pi / 4.0)
+               > math.radians(SEARCH_FINE_DEG / 2.0) for b in best):
+            best.append(a)
+        if len(best) == 2:
+            break
+    return best
 
 
 def _principal_angles(v: np.ndarray, faces: np.ndarray) -> list[float]:
@@ -594,6 +627,15 @@ def _axis_margin(frame: _Frame, axis: int) -> tuple[float, dict[str, Any], dict[
     return abs(margin), plus if margin >= 0 else minus, cues
 
 
+def _axis_guess(frame: _Frame) -> tuple[float, float]:
+    """The side the cues prefer in ``frame``, over its axes whose reflection is not a
+    symmetry of the whole piece (both when both are)."""
+    axes = [a for a, x in ((0, frame.a_u), (1, frame.a_v)) if x > SYMMETRIC_SHARE] or [0, 1]
+    axis = max(axes, key=lambda a: _axis_margin(frame, a)[0])
+    nx, ny = _axis_margin(frame, axis)[1]["normal_local"]
+    return float(nx), float(ny)
+
+
 def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
     """Forward (front) direction of a mesh in its local XY; see the module docstring.
 
@@ -630,6 +672,7 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
     # the frame of the best mirror plane: the front lies in a piece's mirror plane; a
     # piece without one is judged in its footprint's own rectangle (the first frame)
     best_i = min(range(len(frames)), key=lambda i: (frames[i].best_mirror, i))
+    nearest_i = best_i
     if frames[best_i].best_mirror > SOFT_MIRROR:
         # no mirror plane anywhere: the rectangle of the body above the base (a base's
         # star or splay is set at any angle to the seat it carries)
@@ -718,6 +761,21 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
                        f"{', '.join(strong_against)} against)")
     if margin < needed:
         reasons.append(f"the sides differ too little (margin {margin:.3f} < {needed:.3f})")
+    nx, ny = side["normal_local"]
+    if not mirror_plane and nearest_i != best_i:
+        # no mirror plane: the body's rectangle is a frame only if the frame nearest to a
+        # mirror plane puts the front on the same side (a round seat under a wrapping
+        # backrest has a rectangle at any angle, and a lever breaks the sagittal plane)
+        other = _axis_guess(frames[nearest_i])
+        apart = math.degrees(math.acos(max(-1.0, min(1.0, nx * other[0] + ny * other[1]))))
+        detail["nearest_mirror_frame"] = {
+            "angle_deg": round(math.degrees(frames[nearest_i].rect.angle), 3),
+            "asymmetry": round(frames[nearest_i].best_mirror, 6),
+            "front_local": [round(other[0], 6) + 0.0, round(other[1], 6) + 0.0],
+            "apart_deg": round(apart, 3)}
+        if apart > AGREE_DEG:
+            reasons.append(f"no mirror plane, and the body's rectangle and the frame nearest "
+                           f"to a mirror plane put the front {apart:.0f} deg apart")
     confidence = min(1.0, (margin - needed / 2.0) / (CONFIDENT_MARGIN - needed / 2.0))
     if not mirror_plane:
         confidence *= NO_MIRROR_CONFIDENCE
@@ -725,7 +783,6 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
         confidence *= WEAK_BREAK_CONFIDENCE
     detail.update(margin=round(margin, 6), front_axis=("u", "v")[axis],
                   mirror_plane=mirror_plane, cue_margins=_round6(cues))
-    nx, ny = side["normal_local"]
     if reasons:
         detail.update(best_guess_local=[nx, ny], reason="; ".join(reasons),
                       symmetry=_symmetry(None, 0.0, None))

@@ -68,6 +68,7 @@ HIGH_UP_M = 1.8              # a flat thing whose base is this far above the flo
 OFF_FLOOR_M = 0.3            # a window's base is at least this far above the floor
 PROP_MAX_SIDE_M = 0.26       # smaller than any member role's footprint (a stool's 0.28+)
 PROP_MAX_HEIGHT_M = 0.22     # lower than any member role (a coffee table's 0.28+)
+HIGH_SEAT_MAX_M = 0.86       # a drafting or bar chair's seat (a back, an open base)
 
 
 @dataclass(frozen=True)
@@ -349,8 +350,11 @@ def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
         return (_soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.1, 1.0, 0.08)
                 * has_back * _soft(L, 0.62, 1.6, 0.08) * _soft(W, 0.6, 1.35, 0.06)
                 * _soft(H, 0.55, 1.3, 0.15))
-    if role == "chair":
-        return (_soft(seat, 0.36, 0.62, 0.06) * _soft(s.surface_share, 0.08, 1.0, 0.06)
+    if role == "chair":   # a seat at dining height, or a high one (a drafting or bar
+        # chair's, 0.62-0.86 m) on an open base: a small case with a raised back is no seat
+        seat_fit = max(_soft(seat, 0.36, 0.62, 0.06),
+                       _soft(seat, 0.62, HIGH_SEAT_MAX_M, 0.04) * open_under)
+        return (seat_fit * _soft(s.surface_share, 0.08, 1.0, 0.06)
                 * has_back * _soft(L, 0.3, 0.72, 0.08) * _soft(W, 0.3, 0.7, 0.08)
                 * _soft(H, 0.65, 1.4, 0.1))
     if role == "stool":   # a 0.48 m top or larger is a small table's
