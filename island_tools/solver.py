@@ -162,6 +162,8 @@ HARD_TOL_M = 1.0e-4          # a re-placed target must be this clear of walls an
 MEMBER_GAP_M = SLOT_GAP_M   # and this far from every other member's footprint (the slot rule)
 CLEARANCE_STEP_M = 0.02      # smaller clearances tried for a blocked slot, down to
 MIN_CLEARANCE_M = 0.0
+CLEAR_STEP_M = 0.05          # a member left inside something is moved clear in these steps,
+CLEAR_REACH_M = 1.5          # up to this far (``Solver._clear_place``)
 RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
 SLIDE_STEP_M = 0.05          # positions along an edge tried for a blocked slot
 MIN_MOVE_M = 1.0e-4          # a move under this and under MIN_TURN_DEG is no move
@@ -1294,8 +1296,48 @@ class Solver:
                 entry.update({"constraint": "placement", "kept": "scene pose"})
                 if self._budget_hit:
                     entry["budget_s"] = self.budget_s
+                inside = self._inside_of(m.hull_rel + m.pivot, others, anchor)
+                if inside:   # its scene pose breaks a hard constraint: never keep that
+                    clear = self._clear_place(m, others, anchor)
+                    if clear is None:
+                        entry["inside"] = inside
+                    else:
+                        out[name] = clear
+                        entry.update({"kept": "moved clear", "moved_m": round(float(
+                            np.linalg.norm(clear.centre - m.pivot)), 3), "was_in": inside})
             given_up.append(entry)
         return out, given_up
+
+    def _inside_of(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
+                   anchor: _Anchor) -> list[str]:
+        """What a footprint is inside: obstacles, the anchor, other members' footprints
+        (empty: it overlaps nothing)."""
+        out = sorted(k for k, d in self._penetrations(hull).items() if d > HARD_TOL_M) \
+            if self._band else []
+        if _box_gap(hull, anchor.hull) <= _BOX_SLACK_M and (
+                _distance(hull, anchor.hull) < -HARD_TOL_M):
+            out.append("the anchor")
+        out += sorted(n for n, o in others.items()
+                      if _box_gap(hull, o) <= _BOX_SLACK_M
+                      and _distance(hull, o) < -HARD_TOL_M)
+        return out
+
+    def _clear_place(self, m: _Member, others: Mapping[str, np.ndarray], anchor: _Anchor
+                     ) -> _Target | None:
+        """The nearest pose (same yaw; ``CLEAR_STEP_M`` steps up to ``CLEAR_REACH_M``, 16
+        directions, outward from the anchor first) where a member whose own pose breaks a
+        hard constraint keeps them all; None when there is none in reach. A fixed number of
+        tests (at most 16 x reach / step), so it runs even after the time budget: a member
+        is never left inside an obstacle, the anchor or another member for want of time."""
+        out = m.pivot - anchor.centre
+        out = out / max(float(np.linalg.norm(out)), 1e-12)
+        dirs = sorted(_DISC, key=lambda d: -float(d @ out))
+        for r in np.arange(CLEAR_STEP_M, CLEAR_REACH_M + _EPS, CLEAR_STEP_M):
+            for d in dirs:
+                centre = m.pivot + float(r) * d
+                if self._keeps_hard(m.hull_rel + centre, others, anchor):
+                    return _Target(m.edge, centre, 0.0, m.hull_rel)
+        return None
 
     def _conflicts(self, targets: dict[str, _Target], members: dict[str, _Member],
                    anchor: _Anchor) -> set[str]:
@@ -1360,7 +1402,14 @@ class Solver:
             else:
                 why = ("the decision time budget ran out before a free place was found"
                        if "budget_s" in g else "no free place")
-                parts.append(f"{g['member']} kept where the scene had it ({why})")
+                if g.get("kept") == "moved clear":
+                    parts.append(f"{g['member']} moved {g['moved_m']:.2f} m clear of "
+                                 f"{', '.join(g['was_in'])} ({why} on the pattern)")
+                elif g.get("inside"):
+                    parts.append(f"{g['member']} left inside {', '.join(g['inside'])} ({why}, "
+                                 f"none within {CLEAR_REACH_M:g} m either)")
+                else:
+                    parts.append(f"{g['member']} kept where the scene had it ({why})")
         kept = k - len(given_up)
         on = "the ring" if spec["pattern"] == "ring" else "their slots"
         return f"{head}: {soft}; {kept} kept on {on}, " + ", ".join(parts)
@@ -1597,8 +1646,12 @@ class Solver:
             if not kept:
                 return ""
             cuts = [f"the kept plan's search for {', '.join(kept)} was cut short"]
+        inside = [g["member"] for g in given_up if g.get("inside")]
+        keeps = ("it keeps every hard constraint" if not inside else
+                 f"it keeps every hard constraint except for {', '.join(inside)}, left inside "
+                 "what the scene had it in")
         return (f" The {BUDGET_NOTE} ({self.budget_s:g} s) ran out: {'; '.join(cuts)}; "
-                "this is the best arrangement found, and it keeps every hard constraint.")
+                f"this is the best arrangement found, and {keeps}.")
 
     @staticmethod
     def _delta(m: _Member, move: _Move) -> dict[str, Any]:

@@ -110,6 +110,38 @@ def test_a_run_on_a_tiny_budget_ends_with_every_hard_constraint_kept() -> None:
             assert "time budget ran out" in reason
 
 
+RING = "ring 4 stools, wall + 2 chairs"   # two stools start inside the wall, a unit, the anchor
+
+
+@pytest.mark.parametrize("budget_s", [0.05, 600.0])
+def test_a_member_that_starts_inside_is_moved_clear_not_kept(budget_s: float) -> None:
+    """Two stools start inside the wall 0.10 m off the round table (and a unit, and the
+    table) and the ring has no free place for them: on a tiny budget and on an unlimited
+    one the loop ends with nobody inside anything (shapely on the posed vertices), the
+    given-up entries say they were moved clear of what they were in, and the reason says
+    so (a pose inside an obstacle was once kept as "the scene pose")."""
+    case, context, meshes, axes = _room(RING)
+    assert {v.split(" in ")[0] for v in crowded.violations(case, context, case.poses)} == {
+        "m2", "m3"}
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solver = Solver(meshes, "anchor", axes, case.spec, context, budget_s=budget_s)
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    for n in range(1, 21):
+        decision = solver.decide(poses, geometry, n)
+        _accepted(decision, n, case, geometry)
+        poses = _apply(meshes, poses, decision)
+        geometry = geo.compute(poses, case.spec, n)
+        if decision["converged"] or (n >= 5 and not decision["members"]):
+            break
+    assert crowded.violations(case, context, poses) == []
+    clear = [g for g in decision["given_up"] if g.get("kept") == "moved clear"]
+    assert clear and all(g["was_in"] and 0.0 < g["moved_m"] <= 1.5 for g in clear)
+    assert not any(g.get("inside") for g in decision["given_up"])
+    assert all(f"{g['member']} moved" in decision["reason_summary"] for g in clear)
+    assert "left inside" not in decision["reason_summary"]
+
+
 def test_decisions_under_the_budget_are_deterministic() -> None:
     """Two solvers on the same crowded states decide the same (a budget that is not hit
     changes nothing), and name no budget."""

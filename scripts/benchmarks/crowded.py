@@ -7,7 +7,9 @@ midpoint-subdivided to at least ``TRIANGLES`` triangles, ``QUICK_TRIANGLES`` wit
 many near-collinear vertices a dense mesh has), groups of 1-8 members and 1-6 obstacles
 0-0.3 m from the anchor's edges: other units (chairs, a cabinet, a stool), walls and
 columns. Members start near their pattern's edges with yaw errors, push-ins and slides
-(``_starts``: seeded, never inside an obstacle or behind a wall).
+(``_starts``: seeded, never behind a wall; like the quality cases' starts they may overlap
+an obstacle, the anchor or another member a little (``_Placer.fits``): the solver gets them
+out).
 
 Each room runs twice (after one untimed iteration that fills the per-process mesh caches
 both runs share) through ``quality_cases.run_loop`` (``Solver.decide`` -> the adapter's
@@ -212,8 +214,8 @@ def _starts(room: Room, anchor: Any, members: list[Any], placer: Any,
             walls: list[tuple[np.ndarray, float]]) -> dict[str, np.ndarray]:
     """Seeded starting poses: near the pattern's edges (rings: evenly round, jittered), yaw
     errors up to 60 deg (one in three: 90 or 180), gaps from a 15 cm push-in to 35 cm out,
-    never overlapping an obstacle or another member (``_Placer.fits``), never behind a
-    wall."""
+    never overlapping an obstacle or another member by more than ``_Placer.fits`` allows,
+    never behind a wall."""
     from .quality_cases import yaw_facing
 
     rng = np.random.default_rng(room.seed)
