@@ -126,6 +126,7 @@ from typing import Any
 import numpy as np
 
 from .errors import GroupInputError
+from .files.configfile import DEFAULTS
 from .files.jsonio import read_object
 from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
 from .measure import frames, meshcache
@@ -168,7 +169,8 @@ RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
 SLIDE_STEP_M = 0.05          # positions along an edge tried for a blocked slot
 MIN_MOVE_M = 1.0e-4          # a move under this and under MIN_TURN_DEG is no move
 MIN_TURN_DEG = 0.01
-DECISION_BUDGET_S = 2.0      # wall seconds one decision may search (Solver(budget_s=...))
+# wall seconds one decision may search (Solver(budget_s=...); DIRECTORYS.yaml decision_budget_s)
+DECISION_BUDGET_S: float = DEFAULTS["decision_budget_s"]
 BUDGET_NOTE = "decision time budget"
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
@@ -709,12 +711,12 @@ class Solver:
                             list[dict[str, Any]], set[str]] | None = None
 
     @classmethod
-    def for_group(cls, group: Group) -> Solver:
+    def for_group(cls, group: Group, budget_s: float = DECISION_BUDGET_S) -> Solver:
         meshes, _ = load_meshes(group)
         axes = read_object(group.root / FORWARD_AXES, GroupInputError, "forward_axes.json",
                            "rerun init_iter0.py")
         return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict(),
-                   load_context(group))
+                   load_context(group), budget_s=budget_s)
 
     def _out_of_time(self, cut: str) -> bool:
         """Has this decision's time budget run out? The first time it has, ``cut`` (what
