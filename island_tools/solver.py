@@ -139,6 +139,7 @@ from .measure.geometry import (
     front_is_lengthwise,
     modulo_turn_deg,
     parallel_facing_target,
+    simplify_hull,
 )
 from .measure.layout import layout_of, parse_note
 from .measure.layout import opposite as opposite_edge
@@ -172,6 +173,7 @@ MIN_TURN_DEG = 0.01
 # wall seconds one decision may search (Solver(budget_s=...); DIRECTORYS.yaml decision_budget_s)
 DECISION_BUDGET_S: float = DEFAULTS["decision_budget_s"]
 BUDGET_NOTE = "decision time budget"
+HULL_TOL_M = 0.01            # the coarse footprint of the obstacle tests (``_penetrations``)
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -705,6 +707,8 @@ class Solver:
         self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
         self._offset_memo: dict[tuple[Any, ...], float] = {}
         self._depth_memo: dict[bytes, dict[str, float]] = {}
+        self._coarse_memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._coarse_depth_memo: dict[bytes, dict[str, float]] = {}
         self._gap_memo: dict[tuple[bytes, str], float | None] = {}
         self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
         self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
@@ -750,13 +754,54 @@ class Solver:
 
     def _penetrations(self, hull: np.ndarray) -> dict[str, float]:
         """``obstacles.penetrations`` against the band, remembered per footprint (the band
-        is fixed while it is the same object)."""
+        is fixed while it is the same object), the same floats: first with the footprint
+        simplified to ``HULL_TOL_M`` (``_coarse``: it contains the footprint, so an
+        obstacle it does not overlap, the footprint does not either), then with the
+        footprint itself against the obstacles the coarse one overlaps. Most tests of a
+        search are clear, and a dense mesh's footprint has hundreds of vertices."""
         key = np.ascontiguousarray(hull, dtype=float).tobytes()
         found = self._depth_memo.get(key)
         if found is None:
-            found = obstacle_penetrations(hull, self._band)
+            found = self._coarse_depths(hull)
+            if found and len(self._coarse(hull)) < len(hull):
+                found = obstacle_penetrations(hull, [ob for ob in self._band
+                                                     if ob.name in found])
             _remember(self._depth_memo, key, found, MEMO_OFFSETS)
         return found
+
+    def _coarse_depths(self, hull: np.ndarray) -> dict[str, float]:
+        """``obstacles.penetrations`` of ``_coarse(hull)``, remembered per footprint: each
+        at least the footprint's own depth (0 when absent) and at most ``HULL_TOL_M``
+        more."""
+        key = np.ascontiguousarray(hull, dtype=float).tobytes()
+        found = self._coarse_depth_memo.get(key)
+        if found is None:
+            found = obstacle_penetrations(self._coarse(hull), self._band)
+            _remember(self._coarse_depth_memo, key, found, MEMO_OFFSETS)
+        return found
+
+    def _coarse(self, hull: np.ndarray) -> np.ndarray:
+        """``simplify_hull(hull, HULL_TOL_M)``, remembered per shape: a footprint moved or
+        turned (a candidate placement) is the same shape, its vertices in the same order
+        (the key: its edge lengths in that order), and the simplified one moves and turns
+        with it (checked: the remembered shape so moved must land on ``hull``)."""
+        if len(hull) <= 4:
+            return hull
+        edges = np.roll(hull, -1, axis=0) - hull
+        key = np.round(np.hypot(edges[:, 0], edges[:, 1]), 7).tobytes()
+        known = self._coarse_memo.get(key)
+        if known is not None:
+            shape, coarse = known
+            a = math.atan2(edges[0, 1], edges[0, 0])
+            e0 = shape[1] - shape[0]
+            turn = a - math.atan2(e0[1], e0[0])
+            c, s = math.cos(turn), math.sin(turn)
+            rot = np.array([[c, -s], [s, c]])
+            if np.abs((shape - shape[0]) @ rot.T + hull[0] - hull).max() <= 1e-9:
+                return (coarse - shape[0]) @ rot.T + hull[0]
+        coarse = simplify_hull(hull, HULL_TOL_M)
+        _remember(self._coarse_memo, key, (hull.copy(), coarse), MEMO_PAIRS)
+        return coarse
 
     def _blocker_gap(self, hull: np.ndarray, blocker: str) -> float | None:
         """``obstacles.distances(hull, band).get(blocker)``: that obstacle only, remembered
@@ -1125,8 +1170,13 @@ class Solver:
     def _keeps_hard(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
                     anchor: _Anchor) -> bool:
         """Clear of the fixed context, the anchor and every other member's footprint."""
-        if self._blocker(hull)[0] > HARD_TOL_M:
-            return False
+        if self._band:
+            coarse = self._coarse_depths(hull)
+            # the coarse footprint is at most HULL_TOL_M deeper than the footprint itself
+            if max(coarse.values(), default=0.0) > HARD_TOL_M + HULL_TOL_M:
+                return False
+            if coarse and self._blocker(hull)[0] > HARD_TOL_M:
+                return False
         if _box_gap(hull, anchor.hull) <= _BOX_SLACK_M and (
                 _distance(hull, anchor.hull) < -HARD_TOL_M):
             return False
@@ -1574,7 +1624,7 @@ class Solver:
                      for k in [self.anchor_id, *self.member_ids]]
             band = self._context.band(spans[0][0], max(hi for _, hi in spans))
             if band is not self._band:
-                self._depth_memo, self._gap_memo = {}, {}
+                self._depth_memo, self._gap_memo, self._coarse_depth_memo = {}, {}, {}
             self._band = band
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
