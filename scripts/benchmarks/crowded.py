@@ -25,10 +25,20 @@ ratio crowded / uncrowded, iterations, the loop's verdict both ways, hard violat
 0) and how many decisions ran
 out of the solver's time budget (``solver.DECISION_BUDGET_S``, named in the reason).
 
+Then (unless ``--no-renders``) both twins go through the real run path
+(``run_rendered``: ``adapter.run_group`` with the built-in solver on a group directory
+written as ``fixtures.build`` writes one, plus ``context.npz`` for the crowded twin; embedded
+bpy, Workbench at ``--resolution`` px, no warm worker; crowded first, so any first-render
+warm-up is charged to it): the run's seconds per group with renders, its decide and step
+(pose, save, both views rendered with the context drawn, geometry) seconds from run.json,
+the ratio crowded / uncrowded, iterations and verdicts; an ``ALL (worst)`` and a ``MEDIAN``
+row. The ratio target is judged on the run with renders.
+
 Targets (issue 36): every decision under 1 s at the median and under 3 s at the worst; a
 crowded room's seconds per group within 1.5x of its uncrowded twin's. Rooms run one after
 another in this process (timings, not throughput). From the repository root, one room:
-``python -m scripts.benchmarks.crowded [--quick] [--room NAME]``.
+``python -m scripts.benchmarks.crowded [--quick] [--room NAME] [--no-renders] [--work DIR]
+[--resolution PX]``.
 """
 from __future__ import annotations
 
