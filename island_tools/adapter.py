@@ -251,16 +251,19 @@ class SolverPolicy:
 
     spec = "solver"
 
-    def __init__(self, model: str | None, generated_by: str | None) -> None:
+    def __init__(self, model: str | None, generated_by: str | None,
+                 budget_s: float | None = None) -> None:
         self.model = model or "solver"
         self.generated_by = generated_by or "island_tools.solver"
+        self.budget_s = budget_s   # None: solver.DECISION_BUDGET_S
         self._solver: Any = None
 
     def decide(self, group: Group, n: int, phase: Phase, max_iter: int) -> dict[str, Any]:
         if self._solver is None:  # the mesh cache exists only once init_iter0 has run
             from .solver import Solver
 
-            self._solver = Solver.for_group(group)
+            self._solver = (Solver.for_group(group) if self.budget_s is None
+                            else Solver.for_group(group, self.budget_s))
         decision = self._solver.decide_from_disk(group, n, phase)
         # what the solver gave up to keep the hard constraints is a finding the review
         # carries (review.infeasible_of), not part of the decision the contract checks
@@ -441,9 +444,11 @@ def command_prompt(group: Group, n: int, phase: Phase, max_iter: int) -> dict[st
 
 
 def make_policy(spec: str, timeout_s: float = DEFAULT_TIMEOUT_S, model: str | None = None,
-                generated_by: str | None = None) -> Policy:
+                generated_by: str | None = None, budget_s: float | None = None) -> Policy:
+    """``budget_s``: the built-in solver's decision budget (``Settings.decision_budget_s``;
+    None: ``solver.DECISION_BUDGET_S``)."""
     if spec == "solver":
-        return SolverPolicy(model, generated_by)
+        return SolverPolicy(model, generated_by, budget_s)
     if spec.startswith("command:") and spec[len("command:"):].strip():
         if not timeout_s > 0:
             raise UsageError(f"--timeout must be > 0 seconds, got {timeout_s}",
@@ -599,7 +604,7 @@ def run_group(group_dir: str | os.PathLike[str], policy: str, settings: Settings
     """
     if max_iter < 1:
         raise UsageError(f"--max-iter must be >= 1, got {max_iter}", fix="pass e.g. 20")
-    pol = make_policy(policy, timeout_s, model, generated_by)
+    pol = make_policy(policy, timeout_s, model, generated_by, settings.decision_budget_s)
     with contextlib.ExitStack() as stack:
         started = utc_now()
         try:

@@ -43,6 +43,7 @@ class Settings:
     daemon_idle_s: float = DEFAULTS["daemon_idle_s"]
     daemon_max_jobs: int = DEFAULTS["daemon_max_jobs"]
     daemon_max_rss_mb: int = DEFAULTS["daemon_max_rss_mb"]
+    decision_budget_s: float = DEFAULTS["decision_budget_s"]
 
     @property
     def render_samples(self) -> int:

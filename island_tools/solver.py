@@ -126,6 +126,7 @@ from typing import Any
 import numpy as np
 
 from .errors import GroupInputError
+from .files.configfile import DEFAULTS
 from .files.jsonio import read_object
 from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
 from .measure import frames, meshcache
@@ -138,6 +139,7 @@ from .measure.geometry import (
     front_is_lengthwise,
     modulo_turn_deg,
     parallel_facing_target,
+    simplify_hull,
 )
 from .measure.layout import layout_of, parse_note
 from .measure.layout import opposite as opposite_edge
@@ -162,12 +164,16 @@ HARD_TOL_M = 1.0e-4          # a re-placed target must be this clear of walls an
 MEMBER_GAP_M = SLOT_GAP_M   # and this far from every other member's footprint (the slot rule)
 CLEARANCE_STEP_M = 0.02      # smaller clearances tried for a blocked slot, down to
 MIN_CLEARANCE_M = 0.0
+CLEAR_STEP_M = 0.05          # a member left inside something is moved clear in these steps,
+CLEAR_REACH_M = 1.5          # up to this far (``Solver._clear_place``)
 RING_STEP_DEG = 5.0          # turns round a ring tried for a blocked slot
 SLIDE_STEP_M = 0.05          # positions along an edge tried for a blocked slot
 MIN_MOVE_M = 1.0e-4          # a move under this and under MIN_TURN_DEG is no move
 MIN_TURN_DEG = 0.01
-DECISION_BUDGET_S = 2.0      # wall seconds one decision may search (Solver(budget_s=...))
+# wall seconds one decision may search (Solver(budget_s=...); DIRECTORYS.yaml decision_budget_s)
+DECISION_BUDGET_S: float = DEFAULTS["decision_budget_s"]
 BUDGET_NOTE = "decision time budget"
+HULL_TOL_M = 0.01            # the coarse footprint of the obstacle tests (``_penetrations``)
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -701,18 +707,20 @@ class Solver:
         self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
         self._offset_memo: dict[tuple[Any, ...], float] = {}
         self._depth_memo: dict[bytes, dict[str, float]] = {}
+        self._coarse_memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._coarse_depth_memo: dict[bytes, dict[str, float]] = {}
         self._gap_memo: dict[tuple[bytes, str], float | None] = {}
         self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
         self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
                             list[dict[str, Any]], set[str]] | None = None
 
     @classmethod
-    def for_group(cls, group: Group) -> Solver:
+    def for_group(cls, group: Group, budget_s: float = DECISION_BUDGET_S) -> Solver:
         meshes, _ = load_meshes(group)
         axes = read_object(group.root / FORWARD_AXES, GroupInputError, "forward_axes.json",
                            "rerun init_iter0.py")
         return cls(meshes, group.metadata.anchor_id, axes, group.target_spec.to_dict(),
-                   load_context(group))
+                   load_context(group), budget_s=budget_s)
 
     def _out_of_time(self, cut: str) -> bool:
         """Has this decision's time budget run out? The first time it has, ``cut`` (what
@@ -746,13 +754,54 @@ class Solver:
 
     def _penetrations(self, hull: np.ndarray) -> dict[str, float]:
         """``obstacles.penetrations`` against the band, remembered per footprint (the band
-        is fixed while it is the same object)."""
+        is fixed while it is the same object), the same floats: first with the footprint
+        simplified to ``HULL_TOL_M`` (``_coarse``: it contains the footprint, so an
+        obstacle it does not overlap, the footprint does not either), then with the
+        footprint itself against the obstacles the coarse one overlaps. Most tests of a
+        search are clear, and a dense mesh's footprint has hundreds of vertices."""
         key = np.ascontiguousarray(hull, dtype=float).tobytes()
         found = self._depth_memo.get(key)
         if found is None:
-            found = obstacle_penetrations(hull, self._band)
+            found = self._coarse_depths(hull)
+            if found and len(self._coarse(hull)) < len(hull):
+                found = obstacle_penetrations(hull, [ob for ob in self._band
+                                                     if ob.name in found])
             _remember(self._depth_memo, key, found, MEMO_OFFSETS)
         return found
+
+    def _coarse_depths(self, hull: np.ndarray) -> dict[str, float]:
+        """``obstacles.penetrations`` of ``_coarse(hull)``, remembered per footprint: each
+        at least the footprint's own depth (0 when absent) and at most ``HULL_TOL_M``
+        more."""
+        key = np.ascontiguousarray(hull, dtype=float).tobytes()
+        found = self._coarse_depth_memo.get(key)
+        if found is None:
+            found = obstacle_penetrations(self._coarse(hull), self._band)
+            _remember(self._coarse_depth_memo, key, found, MEMO_OFFSETS)
+        return found
+
+    def _coarse(self, hull: np.ndarray) -> np.ndarray:
+        """``simplify_hull(hull, HULL_TOL_M)``, remembered per shape: a footprint moved or
+        turned (a candidate placement) is the same shape, its vertices in the same order
+        (the key: its edge lengths in that order), and the simplified one moves and turns
+        with it (checked: the remembered shape so moved must land on ``hull``)."""
+        if len(hull) <= 4:
+            return hull
+        edges = np.roll(hull, -1, axis=0) - hull
+        key = np.round(np.hypot(edges[:, 0], edges[:, 1]), 7).tobytes()
+        known = self._coarse_memo.get(key)
+        if known is not None:
+            shape, coarse = known
+            a = math.atan2(edges[0, 1], edges[0, 0])
+            e0 = shape[1] - shape[0]
+            turn = a - math.atan2(e0[1], e0[0])
+            c, s = math.cos(turn), math.sin(turn)
+            rot = np.array([[c, -s], [s, c]])
+            if np.abs((shape - shape[0]) @ rot.T + hull[0] - hull).max() <= 1e-9:
+                return (coarse - shape[0]) @ rot.T + hull[0]
+        coarse = simplify_hull(hull, HULL_TOL_M)
+        _remember(self._coarse_memo, key, (hull.copy(), coarse), MEMO_PAIRS)
+        return coarse
 
     def _blocker_gap(self, hull: np.ndarray, blocker: str) -> float | None:
         """``obstacles.distances(hull, band).get(blocker)``: that obstacle only, remembered
@@ -1121,8 +1170,13 @@ class Solver:
     def _keeps_hard(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
                     anchor: _Anchor) -> bool:
         """Clear of the fixed context, the anchor and every other member's footprint."""
-        if self._blocker(hull)[0] > HARD_TOL_M:
-            return False
+        if self._band:
+            coarse = self._coarse_depths(hull)
+            # the coarse footprint is at most HULL_TOL_M deeper than the footprint itself
+            if max(coarse.values(), default=0.0) > HARD_TOL_M + HULL_TOL_M:
+                return False
+            if coarse and self._blocker(hull)[0] > HARD_TOL_M:
+                return False
         if _box_gap(hull, anchor.hull) <= _BOX_SLACK_M and (
                 _distance(hull, anchor.hull) < -HARD_TOL_M):
             return False
@@ -1294,8 +1348,48 @@ class Solver:
                 entry.update({"constraint": "placement", "kept": "scene pose"})
                 if self._budget_hit:
                     entry["budget_s"] = self.budget_s
+                inside = self._inside_of(m.hull_rel + m.pivot, others, anchor)
+                if inside:   # its scene pose breaks a hard constraint: never keep that
+                    clear = self._clear_place(m, others, anchor)
+                    if clear is None:
+                        entry["inside"] = inside
+                    else:
+                        out[name] = clear
+                        entry.update({"kept": "moved clear", "moved_m": round(float(
+                            np.linalg.norm(clear.centre - m.pivot)), 3), "was_in": inside})
             given_up.append(entry)
         return out, given_up
+
+    def _inside_of(self, hull: np.ndarray, others: Mapping[str, np.ndarray],
+                   anchor: _Anchor) -> list[str]:
+        """What a footprint is inside: obstacles, the anchor, other members' footprints
+        (empty: it overlaps nothing)."""
+        out = sorted(k for k, d in self._penetrations(hull).items() if d > HARD_TOL_M) \
+            if self._band else []
+        if _box_gap(hull, anchor.hull) <= _BOX_SLACK_M and (
+                _distance(hull, anchor.hull) < -HARD_TOL_M):
+            out.append("the anchor")
+        out += sorted(n for n, o in others.items()
+                      if _box_gap(hull, o) <= _BOX_SLACK_M
+                      and _distance(hull, o) < -HARD_TOL_M)
+        return out
+
+    def _clear_place(self, m: _Member, others: Mapping[str, np.ndarray], anchor: _Anchor
+                     ) -> _Target | None:
+        """The nearest pose (same yaw; ``CLEAR_STEP_M`` steps up to ``CLEAR_REACH_M``, 16
+        directions, outward from the anchor first) where a member whose own pose breaks a
+        hard constraint keeps them all; None when there is none in reach. A fixed number of
+        tests (at most 16 x reach / step), so it runs even after the time budget: a member
+        is never left inside an obstacle, the anchor or another member for want of time."""
+        out = m.pivot - anchor.centre
+        out = out / max(float(np.linalg.norm(out)), 1e-12)
+        dirs = sorted(_DISC, key=lambda d: -float(d @ out))
+        for r in np.arange(CLEAR_STEP_M, CLEAR_REACH_M + _EPS, CLEAR_STEP_M):
+            for d in dirs:
+                centre = m.pivot + float(r) * d
+                if self._keeps_hard(m.hull_rel + centre, others, anchor):
+                    return _Target(m.edge, centre, 0.0, m.hull_rel)
+        return None
 
     def _conflicts(self, targets: dict[str, _Target], members: dict[str, _Member],
                    anchor: _Anchor) -> set[str]:
@@ -1360,7 +1454,14 @@ class Solver:
             else:
                 why = ("the decision time budget ran out before a free place was found"
                        if "budget_s" in g else "no free place")
-                parts.append(f"{g['member']} kept where the scene had it ({why})")
+                if g.get("kept") == "moved clear":
+                    parts.append(f"{g['member']} moved {g['moved_m']:.2f} m clear of "
+                                 f"{', '.join(g['was_in'])} ({why} on the pattern)")
+                elif g.get("inside"):
+                    parts.append(f"{g['member']} left inside {', '.join(g['inside'])} ({why}, "
+                                 f"none within {CLEAR_REACH_M:g} m either)")
+                else:
+                    parts.append(f"{g['member']} kept where the scene had it ({why})")
         kept = k - len(given_up)
         on = "the ring" if spec["pattern"] == "ring" else "their slots"
         return f"{head}: {soft}; {kept} kept on {on}, " + ", ".join(parts)
@@ -1523,7 +1624,7 @@ class Solver:
                      for k in [self.anchor_id, *self.member_ids]]
             band = self._context.band(spans[0][0], max(hi for _, hi in spans))
             if band is not self._band:
-                self._depth_memo, self._gap_memo = {}, {}
+                self._depth_memo, self._gap_memo, self._coarse_depth_memo = {}, {}, {}
             self._band = band
         anchor = self._anchor(poses, geometry)
         members = self._members(poses, geometry)
@@ -1597,8 +1698,12 @@ class Solver:
             if not kept:
                 return ""
             cuts = [f"the kept plan's search for {', '.join(kept)} was cut short"]
+        inside = [g["member"] for g in given_up if g.get("inside")]
+        keeps = ("it keeps every hard constraint" if not inside else
+                 f"it keeps every hard constraint except for {', '.join(inside)}, left inside "
+                 "what the scene had it in")
         return (f" The {BUDGET_NOTE} ({self.budget_s:g} s) ran out: {'; '.join(cuts)}; "
-                "this is the best arrangement found, and it keeps every hard constraint.")
+                f"this is the best arrangement found, and {keeps}.")
 
     @staticmethod
     def _delta(m: _Member, move: _Move) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 
 from island_tools.measure import frames
 from island_tools.measure.forward_axis import forward_axes_document
-from island_tools.measure.geometry import GeometryContext, convex_hull_2d
+from island_tools.measure.geometry import GeometryContext, convex_hull_2d, simplify_hull
 from island_tools.measure.obstacles import (
     TriangleIndex,
     distances,
@@ -108,6 +108,38 @@ def test_a_run_on_a_tiny_budget_ends_with_every_hard_constraint_kept() -> None:
     for g in given_up:
         if "budget_s" in g:
             assert "time budget ran out" in reason
+
+
+RING = "ring 4 stools, wall + 2 chairs"   # two stools start inside the wall, a unit, the anchor
+
+
+@pytest.mark.parametrize("budget_s", [0.05, 600.0])
+def test_a_member_that_starts_inside_is_moved_clear_not_kept(budget_s: float) -> None:
+    """Two stools start inside the wall 0.10 m off the round table (and a unit, and the
+    table) and the ring has no free place for them: on a tiny budget and on an unlimited
+    one the loop ends with nobody inside anything (shapely on the posed vertices), the
+    given-up entries say they were moved clear of what they were in, and the reason says
+    so (a pose inside an obstacle was once kept as "the scene pose")."""
+    case, context, meshes, axes = _room(RING)
+    assert {v.split(" in ")[0] for v in crowded.violations(case, context, case.poses)} == {
+        "m2", "m3"}
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solver = Solver(meshes, "anchor", axes, case.spec, context, budget_s=budget_s)
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    for n in range(1, 21):
+        decision = solver.decide(poses, geometry, n)
+        _accepted(decision, n, case, geometry)
+        poses = _apply(meshes, poses, decision)
+        geometry = geo.compute(poses, case.spec, n)
+        if decision["converged"] or (n >= 5 and not decision["members"]):
+            break
+    assert crowded.violations(case, context, poses) == []
+    clear = [g for g in decision["given_up"] if g.get("kept") == "moved clear"]
+    assert clear and all(g["was_in"] and 0.0 < g["moved_m"] <= 1.5 for g in clear)
+    assert not any(g.get("inside") for g in decision["given_up"])
+    assert all(f"{g['member']} moved" in decision["reason_summary"] for g in clear)
+    assert "left inside" not in decision["reason_summary"]
 
 
 def test_decisions_under_the_budget_are_deterministic() -> None:
@@ -221,3 +253,58 @@ def test_visibility_of_many_points_matches_one_at_a_time() -> None:
              if t % 4 == 1 else rng.normal(size=2) * 2)
         pts = np.vstack([poly, rng.normal(size=(10, 2)) * 2])
         assert list(_crosses_many(poly, a, pts)) == [_crosses(poly, a, p) for p in pts]
+
+
+@pytest.mark.parametrize("tol", [0.001, 0.01])
+def test_a_simplified_hull_contains_the_hull_within_the_tolerance(tol: float) -> None:
+    """``simplify_hull``: fewer vertices for dense footprints, the original inside it, no
+    point of it farther than ``tol`` from the original (shapely's Hausdorff distance); a
+    square stays as it is."""
+    from shapely.geometry import Polygon
+
+    for hull in _hulls():
+        simple = simplify_hull(hull, tol)
+        exact, coarse = Polygon(hull), Polygon(simple)
+        assert coarse.is_valid and coarse.buffer(1e-12).contains(exact)
+        assert exact.hausdorff_distance(coarse) <= tol + 1e-12
+        assert len(simple) <= len(hull)
+        if len(hull) > 100:
+            assert len(simple) < len(hull) / 2
+    square = _hulls()[-1]
+    assert np.array_equal(simplify_hull(square, tol), square)
+
+
+def test_the_solver_obstacle_tests_give_the_exact_numbers() -> None:
+    """The solver tests footprints against obstacles with their simplified hull first
+    (``Solver._penetrations``, ``_keeps_hard``): the same depths as ``penetrations`` on
+    the exact footprint, and the same verdicts as that definition, for footprints (turned
+    and moved, so the remembered coarse shape is reused) apart from, grazing and deep in
+    the crowded room's units, wall and column."""
+    case, context, meshes, axes = _room()
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    geometry = geo.compute(case.poses, case.spec, 0)
+    solver = Solver(meshes, "anchor", axes, case.spec, context)
+    solver.decide(case.poses, geometry, 1)   # sets the band
+    band = solver._band
+    anchor = solver._anchor(case.poses, geometry)
+    rng = np.random.default_rng(3)
+    dense = [h for h in _hulls() if len(h) > 40]
+    seen_inside = seen_clear = 0
+    for i in range(120):
+        hull = _rotate(dense[i % len(dense)], float(rng.uniform(0, 360)))
+        lo, hi = np.vstack([ob.lo for ob in band]).min(0), np.vstack([ob.hi for ob in band]).max(0)
+        hull = hull + rng.uniform(lo, hi)
+        exact = penetrations(hull, band)
+        assert solver._penetrations(hull) == exact
+        depth = max(exact.values(), default=0.0)
+        inside_anchor = _distance_exact(hull, anchor.hull) < -1e-4
+        assert solver._keeps_hard(hull, {}, anchor) == (depth <= 1e-4 and not inside_anchor)
+        seen_inside += depth > 0.0
+        seen_clear += depth == 0.0
+    assert seen_inside > 10 and seen_clear > 10
+
+
+def _distance_exact(a: np.ndarray, b: np.ndarray) -> float:
+    from island_tools.measure.geometry import convex_signed_distance
+
+    return convex_signed_distance(a, b)[0]

@@ -192,6 +192,24 @@ def test_settings_samples_default_per_engine(tmp_path: Path) -> None:
     assert repo_default.samples is None and repo_default.render_samples == 5
 
 
+def test_decision_budget_setting_reaches_the_solver(tmp_path: Path) -> None:
+    """``decision_budget_s`` (DIRECTORYS.yaml; the repo's file and the built-in default are
+    the solver's ``DECISION_BUDGET_S``) is what the built-in solver policy builds its solver
+    with."""
+    from island_tools.adapter import SolverPolicy, make_policy
+    from island_tools.solver import DECISION_BUDGET_S
+
+    repo_default = load_settings(Path(__file__).resolve().parents[1] / "DIRECTORYS.yaml")
+    assert repo_default.decision_budget_s == Settings().decision_budget_s == DECISION_BUDGET_S
+    cfg = tmp_path / "DIRECTORYS.yaml"
+    cfg.write_text("decision_budget_s: 0.25\n")
+    settings = load_settings(cfg)
+    assert settings.decision_budget_s == 0.25
+    assert with_overrides(settings, decision_budget_s=3).decision_budget_s == 3.0
+    policy = make_policy("solver", budget_s=settings.decision_budget_s)
+    assert isinstance(policy, SolverPolicy) and policy.budget_s == 0.25
+
+
 def test_worker_default_samples_match_config() -> None:
     # worker/render.py imports bpy at module level: read its DEFAULT_SAMPLES from the source.
     source = (Path(__file__).resolve().parents[1] / "worker/render.py").read_text()
@@ -206,6 +224,11 @@ def test_worker_default_samples_match_config() -> None:
     ("samples: -1\n", "field 'samples'"), ("colour: red\n", "field 'colour'"),
     ("engine: [workbench\n", "malformed YAML at line"), ("- a\n- b\n", "mapping"),
     ("blender_bin: 3\n", "field 'blender_bin'"),
+    ("decision_budget_s: 0\n", "field 'decision_budget_s'"),
+    ("decision_budget_s: -1.5\n", "field 'decision_budget_s'"),
+    ("decision_budget_s: 601\n", "field 'decision_budget_s'"),
+    ("decision_budget_s: fast\n", "field 'decision_budget_s'"),
+    ("decision_budget_s: true\n", "field 'decision_budget_s'"),
 ])
 def test_settings_malformed_is_one_line_usage_error(tmp_path: Path, text: str,
                                                     needle: str) -> None:

@@ -24,7 +24,7 @@ ENGINES = ("workbench", "cycles")
 # must not import this module), tests/test_schemas.py checks that the two agree.
 DEFAULT_SAMPLES = {"workbench": 5, "cycles": 16}
 KEYS = ("blender_bin", "engine", "resolution", "samples", "reuse_renders", "daemon",
-        "daemon_idle_s", "daemon_max_jobs", "daemon_max_rss_mb")
+        "daemon_idle_s", "daemon_max_jobs", "daemon_max_rss_mb", "decision_budget_s")
 
 
 DEFAULTS: dict[str, Any] = {
@@ -34,7 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "reuse_renders": True,
     # The warm worker and step host (worker/daemon.py, scripts/_step_host.py): use them,
     # and the limits a newly started one gets.
-    "daemon": True, "daemon_idle_s": 300.0, "daemon_max_jobs": 200, "daemon_max_rss_mb": 2048}
+    "daemon": True, "daemon_idle_s": 300.0, "daemon_max_jobs": 200, "daemon_max_rss_mb": 2048,
+    # The built-in solver's wall seconds per decision (island_tools.solver, issue 36).
+    "decision_budget_s": 2.0}
 
 
 def config_file(path: str | os.PathLike[str] | None = None) -> tuple[str, bool]:
@@ -112,6 +114,12 @@ def check(key: str, value: Any, file: str) -> Any:
             raise UsageError(f"must be an integer >= 64 (MiB), got {value!r}", file=file,
                              field=key, fix=fix)
         return value
+    if key == "decision_budget_s":
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not 0.0 < value <= 600.0):
+            raise UsageError(f"must be a number of seconds in (0, 600], got {value!r}",
+                             file=file, field=key, fix=fix)
+        return float(value)
     raise UsageError("unknown key", file=file, field=key,
                      fix="allowed keys: " + ", ".join(KEYS))
 

@@ -123,6 +123,66 @@ def convex_hull_2d(points: np.ndarray) -> np.ndarray:
     return _monotone_chain(pts)
 
 
+def simplify_hull(hull: np.ndarray, tol: float) -> np.ndarray:
+    """A convex CCW polygon with fewer vertices that CONTAINS ``hull`` and is within ``tol``
+    of it (Hausdorff): runs of edges are replaced by the two supporting lines that bound
+    them, kept only while the corner those lines make is within ``tol`` of the skipped
+    chain (the farthest point of the added sliver from the original is that corner: the
+    distance to a convex set is convex, so its maximum over the sliver is at a vertex).
+    A dense mesh's float32 footprint carries hundreds of near-collinear vertices; every
+    footprint test costs in proportion to them."""
+    h = np.asarray(hull, dtype=float)
+    n = len(h)
+    if n <= 4 or not tol > 0.0:
+        return h.copy()
+    d = np.roll(h, -1, axis=0) - h                      # edge i: h[i] -> h[i+1]
+    kept = [0]
+    a = 0
+    while True:
+        b = a + 1
+        while b < n:
+            # the corner of edge a's and edge (b + 1)'s lines; the chain h[a+1 .. b+1]
+            nxt = (b + 1) % n
+            cross = float(d[a, 0] * d[nxt, 1] - d[a, 1] * d[nxt, 0])
+            if cross <= 1e-12 * float(np.dot(d[a], d[a]) + np.dot(d[nxt], d[nxt])):
+                break                                   # they turn 180 deg or more: no corner
+            w = h[nxt] - h[a]
+            t = float(w[0] * d[nxt, 1] - w[1] * d[nxt, 0]) / cross
+            corner = h[a] + t * d[a]
+            chain = h[[(j % n) for j in range(a + 1, b + 2)]]
+            if _point_chain_distance(corner, chain) > tol:
+                break
+            b += 1
+        # edges a+1 .. b-1 are skipped; edge b is the next kept one
+        if b >= n:
+            break
+        kept.append(b)
+        a = b
+    if len(kept) < 3:
+        return h.copy()
+    out = []
+    for i, e in enumerate(kept):
+        f = kept[(i + 1) % len(kept)]      # consecutive kept edges meet at a corner
+        cross = float(d[e, 0] * d[f, 1] - d[e, 1] * d[f, 0])
+        if f == (e + 1) % n or abs(cross) < 1e-300:
+            out.append(h[(e + 1) % n])
+            continue
+        w = h[f] - h[e]
+        out.append(h[e] + float(w[0] * d[f, 1] - w[1] * d[f, 0]) / cross * d[e])
+    return np.array(out, dtype=float)
+
+
+def _point_chain_distance(p: np.ndarray, chain: np.ndarray) -> float:
+    """Distance from ``p`` to the polyline ``chain`` (k >= 1 points)."""
+    if len(chain) == 1:
+        return float(np.linalg.norm(p - chain[0]))
+    a, b = chain[:-1], chain[1:]
+    ab = b - a
+    t = np.clip(np.einsum("ij,ij->i", p - a, ab) / np.maximum(
+        np.einsum("ij,ij->i", ab, ab), 1e-300), 0.0, 1.0)
+    return float(np.sqrt(((a + t[:, None] * ab - p) ** 2).sum(axis=1).min()))
+
+
 def polygon_area(hull: np.ndarray) -> float:
     if len(hull) < 3:
         return 0.0
