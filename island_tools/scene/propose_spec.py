@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.geometry import convex_signed_distance
+from ..measure.geometry import convex_signed_distance, watch_facing
 from .furniture import Role, Shape
 from .members import Front, edge_normal, facing_error_deg
 from .relation_graph import GroupSpec
@@ -230,8 +230,11 @@ def _member_order(role: str, a: Piece, members: Sequence[Piece]
         gap, _ = convex_signed_distance(m.shape.hull, a.shape.hull)
         if role in ("table", "desk"):
             err = facing_error_deg(m.front, -edge_normal(a.shape, m.shape))
-        elif role == "tv_stand":
-            err = facing_error_deg(m.front, a.shape.centre - m.shape.centre)
+        elif role == "tv_stand" and m.front.world is not None:
+            # a seat watching the TV stand: square to its front or turned to its centre,
+            # as the review measures it (``geometry.watch_facing``)
+            _, err = watch_facing(m.front.world, -edge_normal(a.shape, m.shape),
+                                  a.shape.centre - m.shape.centre)
         elif role == "bed" and a.front.world is not None:
             err = facing_error_deg(m.front, a.front.world)
         else:
@@ -251,6 +254,14 @@ def _tidy(order: Sequence[tuple[float, float | None]]) -> bool:
     med = float(np.median(gaps))
     return all(_in_order(e) for _, e in order) and all(abs(g - med) <= TIDY_GAP_M
                                                         for g in gaps)
+
+
+def _watching(order: Sequence[tuple[float, float | None]]) -> bool:
+    """Seats of a TV stand in order: each faces it (square to its front or turned to its
+    centre) within ``TIDY_FACING_DEG`` at a viewing distance in ``SEEN_CLEARANCE_M``."""
+    lo, hi = SEEN_CLEARANCE_M["tv_stand"]
+    return bool(order) and all(e is not None and e <= TIDY_FACING_DEG and lo <= g <= hi
+                               for g, e in order)
 
 
 def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[float, str]:
@@ -311,6 +322,18 @@ def group_hints(role: str, a: Piece, members: Sequence[Piece]
     how["pattern"] = f"convention of a {role}"
     note = ("convention: seats before the TV stand's front" if role == "tv_stand"
             else f"convention of a {role}")
+    if role == "tv_stand" and _watching(order):
+        # seats in order stay as laid out: the nearest one's viewing distance is the
+        # clearance, the others may sit further back ('loose': no evenness, no too-far)
+        near = math.floor(min(g for g, _ in order) * 100 + 1e-6) / 100 + 0.0
+        how["clearance_m"] = (f"as seen: the nearest of the {k} seats in order ({near:.2f} m), "
+                              "a viewing distance")
+        how["spacing"] = (f"loose: the {k} seats face the TV stand within "
+                          f"{TIDY_FACING_DEG:g} deg at {SEEN_CLEARANCE_M['tv_stand'][0]:g}-"
+                          f"{SEEN_CLEARANCE_M['tv_stand'][1]:g} m, in order: kept as laid "
+                          "out, none nearer than the nearest")
+        return ({"anchor_role": role, "clearance_m": near, "spacing": "loose"}, None,
+                f"{note}; seats in order, kept as laid out", how)
     return {"anchor_role": role, "clearance_m": clearance}, None, note, how
 
 

@@ -1,0 +1,128 @@
+"""Issue 32, "a room in order is left in order": on a tidy room ``run --propose`` moves no
+member more than 2 cm or 2 deg, and a disordered version of it is still repaired.
+
+Rooms: the TUNED split only (generator seeds 0-39 and the bench's tuned seeds 200+; issue
+32's split discipline). What kept a tidy generator room from staying in place:
+
+* the fixture itself: the armchair beside the sofa was placed 1.3 m off the TV stand's
+  centre whatever the sofa's width, so the two shared surfaces (a tidy room that was not
+  in order; the review rightly failed the penetration);
+* the review's facing of a seat before a TV stand: square to its front only, while the
+  generator, the proposer and the judge turn a seat beside the sofa toward the TV's centre
+  (``geometry.watch_facing``: either is in order);
+* the TV convention's spacing (the seats centred as a pair at one viewing distance) against
+  seats in order at the distances they were laid out (the proposer: ``loose``, the
+  nearest seat's distance as the clearance).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixtures import rooms
+from island_tools.measure import frames
+from island_tools.measure.geometry import watch_facing
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _dir(deg: float) -> np.ndarray:
+    return np.array([math.cos(math.radians(deg)), math.sin(math.radians(deg))])
+
+
+# ------------------------------------------------------------------ the facing criterion
+def test_a_seat_watching_a_tv_faces_it_square_or_toward_its_centre() -> None:
+    square, to_centre = _dir(180.0), _dir(205.0)   # the TV's centre 25 deg off the normal
+    for deg in (180.0, 190.0, 205.0):              # square, between, straight at the centre
+        _, err = watch_facing(_dir(deg), square, to_centre)
+        assert err == pytest.approx(0.0, abs=1e-6), deg
+    target, err = watch_facing(_dir(160.0), square, to_centre)   # turned away from the TV
+    assert err == pytest.approx(20.0, abs=1e-6) and np.allclose(target, square)
+    target, err = watch_facing(_dir(230.0), square, to_centre)   # turned past its centre
+    assert err == pytest.approx(25.0, abs=1e-6) and np.allclose(target, to_centre)
+    _, err = watch_facing(_dir(0.0), square, to_centre)          # its back to the TV
+    assert err == pytest.approx(155.0, abs=1e-6)
+
+
+# ------------------------------------------------------------------ the fixture
+@pytest.mark.parametrize("seed,crowded", [(4, False), (5, False), (7, False), (200, True),
+                                          (201, True)])
+def test_tidy_living_room_seats_share_no_surfaces(seed: int, crowded: bool) -> None:
+    room = rooms.random_room("tuned", seed, crowded=crowded)
+    living = [p for p in room.placed if p.group == "living"]
+    assert len(living) >= 3, "these seeds put a sofa and an armchair before the TV stand"
+    for i, p in enumerate(living):
+        assert not rooms.in_wall(room, p), p.name
+        for o in living[i + 1:]:
+            assert not rooms.collides(p, o), f"{p.name} ({p.role}) inside {o.name} ({o.role})"
+
+
+# ------------------------------------------------------------------ the spec
+def _tv_group(room: rooms.Room) -> dict:
+    from island_tools.scene.propose import propose_units
+
+    doc = propose_units(rooms.room_units(room))
+    tv = next(p.name for p in room.placed if p.anchor and p.role == "tv_stand")
+    return next(g for g in doc["groups"] if g["anchor"] == tv)
+
+
+def test_tv_seats_in_order_are_kept_as_laid_out_and_turned_ones_are_not() -> None:
+    room = rooms.random_room("tuned", 200, crowded=True)
+    gaps = room.truth["groups"]["living"]["spec"]["gaps"]
+    g = _tv_group(room)
+    assert g["relation"]["spacing"] == "loose", g["relation"]
+    assert g["relation"]["clearance_m"] == math.floor(min(gaps) * 100) / 100, (gaps, g)
+    assert g["proposal"]["status"] == "confident"
+    # the sofa turned 30 deg away: no longer in order, the convention's spec again
+    sofa = next(p for p in room.placed if p.group == "living" and p.role == "sofa")
+    c = rooms._footprint(sofa).mean(axis=0)
+    turned = (frames.translation((float(c[0]), float(c[1]), 0.0)) @ frames.rot_z(30.0)
+              @ frames.translation((float(-c[0]), float(-c[1]), 0.0)) @ sofa.pose)
+    room.placed[room.placed.index(sofa)] = rooms.Placed(
+        sofa.name, sofa.furniture, turned, sofa.role, sofa.group, sofa.anchor, sofa.holding)
+    g = _tv_group(room)
+    assert "spacing" not in g["relation"], g["relation"]
+
+
+# ------------------------------------------------------------------ bpy end to end
+def _run(scene: Path) -> None:
+    cmd = [sys.executable, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",
+           str(scene), "--propose", "--blender-bin", "bpy", "--resolution", "64",
+           "--samples", "1", "--max-iter", "4", "--max-rounds", "2", "--quiet"]
+    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISLAND_REFINER_DAEMON": "0"},
+                          capture_output=True, text=True, timeout=1800, check=False)
+    assert proc.returncode in (0, 24), proc.stderr[-2000:]   # 24: uncertain groups left
+
+
+@pytest.mark.bpy
+def test_run_propose_leaves_a_tidy_room_in_place_and_repairs_it_disordered(
+        tmp_path: Path) -> None:
+    from tests.room_judge import dump, judge_scene, scene_names
+
+    tidy = rooms.random_room("tuned", 200, crowded=True)
+    for state, room in (("tidy", tidy), ("disordered", rooms.disorder(tidy, 200))):
+        scene = rooms.build_room(room, tmp_path / state)
+        truth = json.loads((scene / rooms.TRUTH_FILE).read_text())
+        _run(scene)
+        names = scene_names(truth)
+        before = dump(scene / "blend" / "stage3-sub-planned.blend", names)
+        after = dump(scene / "blend" / "stage3-scene.blend", names)
+        judged = judge_scene(truth, after, before)
+        assert judged["in_wall"] == [] and judged["penetrations"] == [], judged
+        if state == "tidy":
+            # read back from the merged .blend: no member moved more than 2 cm or 2 deg
+            assert judged["moved"] == [], judged["moved"]
+            assert all(g["pass"] for g in judged["groups"].values()), judged["groups"]
+        else:
+            # the TV group's sofa was pulled 0.59 m out and turned 23 deg: repaired
+            assert truth["disorder"], "nothing was disordered"
+            faults_in = judge_scene(truth, before)
+            assert not faults_in["groups"]["living"]["pass"], faults_in["groups"]["living"]
+            assert judged["groups"]["living"]["pass"], judged["groups"]["living"]
