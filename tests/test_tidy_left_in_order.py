@@ -146,6 +146,19 @@ def test_a_designers_table_in_order_is_kept_as_laid_out() -> None:
     assert "spacing" not in rel and rel["clearance_m"] == 0.10, rel
 
 
+@pytest.mark.parametrize("seed", [3, 5])
+def test_three_chairs_at_90_deg_round_a_round_top_are_kept_as_laid_out(seed: int) -> None:
+    from island_tools.scene.propose import propose_units
+
+    room = rooms.random_room("tuned", seed)
+    doc = propose_units(rooms.room_units(room))
+    ring = [g for g in doc["groups"] if g["relation"].get("pattern") == "ring"]
+    assert len(ring) == 1 and len(ring[0]["members"]) == 3, doc["groups"]
+    # the generator's three chairs stand on three sides (90, 90, 180 deg apart): order, not
+    # an uneven ring to respace
+    assert ring[0]["relation"]["spacing"] == "as_laid_out", ring[0]["relation"]
+
+
 # ------------------------------------------------------------------ bpy end to end
 def _run(scene: Path) -> None:
     cmd = [sys.executable, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",

@@ -323,14 +323,16 @@ def group_hints(role: str, a: Piece, members: Sequence[Piece]
         hints["clearance_m"] = clearance
         how["anchor_role"] = f"{hints['anchor_role']}: from the top's shape"
         how["pattern"] = pattern_how
-        if (not a.shape.round and unclear is None and pattern_how.startswith(AS_SEEN)
+        if (unclear is None and (a.shape.round or pattern_how.startswith(AS_SEEN))
                 and all(_in_order(e) for _, e in order)):
-            # every member faces the table and the edges hold a usual arrangement: the
-            # places along the edges are the layout's (a designer's row off-centre or
-            # unevenly spaced is order), the pattern and the clearance still judge them
+            # every member faces the table, round or in a usual arrangement of its edges:
+            # the places along the edges (round the ring) are the layout's (a designer's
+            # row off-centre, three chairs at 90 deg round a round top), the pattern and the
+            # clearance still judge them
             hints["spacing"] = "as_laid_out"
+            where = "round the top" if a.shape.round else "in a usual arrangement as seen"
             how["spacing"] = (f"as laid out: all {k} members face the table within "
-                              f"{TIDY_FACING_DEG:g} deg in a usual arrangement as seen")
+                              f"{TIDY_FACING_DEG:g} deg, {where}")
         return hints, unclear, note, how
     if role == "bed" and k != 2:
         seen = canonical_edges(a.shape, [m.shape for m in members])
