@@ -16,7 +16,7 @@ from . import compat
 
 PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
 FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", "mixed")
-SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
+SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose", "as_laid_out")
 
 
 PATH_OPTIONS = compat.path_options()

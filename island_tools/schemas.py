@@ -22,7 +22,9 @@ from .measure import frames
 
 PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T", "cluster", "free")
 FACINGS = ("toward_anchor", "away_from_anchor", "parallel_to_anchor_long_axis", "mixed")
-SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose")
+# as_laid_out: members in order stand along the edges where they were laid out (issue 32:
+# a designer's uneven or off-centre row is order); the clearance still bounds them
+SPACINGS = ("even_along_each_edge", "even_around_anchor", "tight", "loose", "as_laid_out")
 FORBIDDEN_TRANSFORM_KEYS = ("groups", "objects", "deletes")
 ISLAND_META_FIELDS = ("model", "image_sha256", "generated_by", "mode", "iter", "timestamp_utc")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -41,10 +41,12 @@ Round anchors (``ring``, or an anchor geometry.json calls round, whatever the pa
 k evenly spaced angles; phase = circular mean of the members' offsets from even spacing
 (geometry's own definition), members assigned to angles by the same Hungarian step.
 
-Spacing ``even_along_each_edge``/``even_around_anchor``/``tight`` use the slots above at
-exactly ``clearance_m``; ``loose`` aims ``LOOSE_EXTRA_M`` further out (inside the 0.03 m
-clearance tolerance). ``even_around_anchor`` on a rect anchor uses the edge slots: those
-are what geometry.json measures there.
+Spacing ``even_along_each_edge``/``even_around_anchor``/``tight``/``as_laid_out`` use the
+slots above at exactly ``clearance_m`` (``as_laid_out`` is only reviewed for its pattern and
+clearance, so a group in order never gets here for its spacing); ``loose`` aims
+``LOOSE_EXTRA_M`` further out (inside the 0.03 m clearance tolerance).
+``even_around_anchor`` on a rect anchor uses the edge slots: those are what geometry.json
+measures there.
 
 Facing: ``toward_anchor`` = inward normal of the target edge (ring: toward the anchor
 centre from the target position); ``away_from_anchor`` its reverse;

@@ -314,6 +314,23 @@ def _angle_between_deg(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(math.atan2(abs(a[0] * b[1] - a[1] * b[0]), float(np.dot(a, b))))
 
 
+# Anchors whose members watch them (seats before a TV stand): such a seat faces its anchor
+# square to the edge it stands before OR turned toward the anchor's centre - designers and
+# the generator turn a seat beside the sofa toward the screen, the solver sets it square.
+WATCHED_ROLES = ("tv_stand",)
+
+
+def watch_facing(forward: np.ndarray, square: np.ndarray, to_centre: np.ndarray
+                 ) -> tuple[np.ndarray, float]:
+    """(target, error in degrees) of a seat watching its anchor: 0 anywhere on the arc from
+    ``square`` (the edge's inward normal) to ``to_centre`` (toward the anchor's centre),
+    else the angle to the arc's nearer end, which is the target."""
+    e_sq, e_c = _angle_between_deg(forward, square), _angle_between_deg(forward, to_centre)
+    if e_sq + e_c <= _angle_between_deg(square, to_centre) + 1e-6:
+        return forward, 0.0
+    return (square, e_sq) if e_sq <= e_c else (to_centre, e_c)
+
+
 def _near_triangles(ob: Obstacle, lo: np.ndarray, hi: np.ndarray,
                     margin: float = 1e-6) -> fcl.CollisionObject | None:
     """The obstacle's triangles whose plan bounding box meets [lo, hi] (a member's footprint
@@ -835,7 +852,8 @@ class GeometryContext:
         for name in self.member_ids:
             m = self._member(name, placed[name], pivots[name], yaws[name], anchor, edges,
                              ring_mode, facing, target_clearance, front,
-                             front_is_lengthwise(layout))
+                             front_is_lengthwise(layout),
+                             str(target_spec.get("anchor_role", "")) in WATCHED_ROLES)
             self._relate(m, placed[name], placed[self.anchor_id], front, edges,
                          seats[name] - seats[self.anchor_id] if by_seat else None)
             members[name] = m
@@ -905,7 +923,7 @@ class GeometryContext:
                 anchor: _Anchor, edges: dict[str, dict[str, Any]], ring_mode: bool, facing: str,
                 target_clearance: float,
                 front: tuple[np.ndarray, str | None] | None = None,
-                lengthwise_front: bool = False) -> dict[str, Any]:
+                lengthwise_front: bool = False, watched: bool = False) -> dict[str, Any]:
         rel = centre - anchor.centre
         angle = math.degrees(math.atan2(rel[1], rel[0]))
         if ring_mode:
@@ -930,6 +948,10 @@ class GeometryContext:
         target, error, note = self._facing(facing, forward, inward, anchor, sym, reference,
                                            None if front is None else front[0],
                                            lengthwise_front)
+        to_centre = _unit(-rel) if watched else None
+        if (to_centre is not None and not ring_mode and facing == "toward_anchor"
+                and sym.order == 1 and forward is not None and inward is not None):
+            target, error = watch_facing(forward, inward, to_centre)
         clearance, _ = convex_signed_distance(placed.hull, anchor.hull)
         proj_t = None if tangent is None else placed.hull @ tangent
         return {

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.geometry import convex_signed_distance
+from ..measure.geometry import convex_signed_distance, watch_facing
 from .furniture import Role, Shape
 from .members import Front, edge_normal, facing_error_deg
 from .relation_graph import GroupSpec
+from .verify import TOO_FAR_DEFAULT_M
 
 DEFAULT_CLEARANCE_M = {"table": 0.10, "long_table": 0.10, "round_table": 0.10,
                        "desk": 0.10, "bed": 0.05, "sofa": 0.40}
@@ -39,6 +40,7 @@ AGREE_GAP_M = 0.03           # members agree on a clearance within this of their
 AGREE_SHARE = 2.0 / 3.0      # ... when at least this share of all members do
 SEAT_ROOM_M = 0.15           # a seat's width plus this along an edge (usual arrangements)
 SQUARE_TOL_M = 0.03          # a top whose sides differ by less has no long edge
+AS_SEEN = "as seen: "        # how a table's pattern was inferred when its members show it
 
 
 @dataclass
@@ -210,7 +212,7 @@ def _table_hints(a: Shape, members: Sequence[Shape], tidy: bool
             hints = _form_hints(role, name, counts, 2 * abs(half[0] - half[1]) < SQUARE_TOL_M)
             if moves(counts) == 0:
                 return (hints, None, f"{name}, as seen ({seen})",
-                        f"as seen: {name} {counts}, a usual arrangement of {k}")
+                        f"{AS_SEEN}{name} {counts}, a usual arrangement of {k}")
             return (hints, None, f"seen {seen}; members not in order",
                     f"from the anchor's size and {k} members, not in order: {name} {counts}, "
                     f"the usual arrangement nearest to the edges seen ({seen})")
@@ -230,8 +232,11 @@ def _member_order(role: str, a: Piece, members: Sequence[Piece]
         gap, _ = convex_signed_distance(m.shape.hull, a.shape.hull)
         if role in ("table", "desk"):
             err = facing_error_deg(m.front, -edge_normal(a.shape, m.shape))
-        elif role == "tv_stand":
-            err = facing_error_deg(m.front, a.shape.centre - m.shape.centre)
+        elif role == "tv_stand" and m.front.world is not None:
+            # a seat watching the TV stand: square to its front or turned to its centre,
+            # as the review measures it (``geometry.watch_facing``)
+            _, err = watch_facing(m.front.world, -edge_normal(a.shape, m.shape),
+                                  a.shape.centre - m.shape.centre)
         elif role == "bed" and a.front.world is not None:
             err = facing_error_deg(m.front, a.front.world)
         else:
@@ -253,11 +258,22 @@ def _tidy(order: Sequence[tuple[float, float | None]]) -> bool:
                                                         for g in gaps)
 
 
+def _watching(order: Sequence[tuple[float, float | None]]) -> bool:
+    """Seats of a TV stand in order: each faces it (square to its front or turned to its
+    centre) within ``TIDY_FACING_DEG`` at a viewing distance in ``SEEN_CLEARANCE_M``."""
+    lo, hi = SEEN_CLEARANCE_M["tv_stand"]
+    return bool(order) and all(e is not None and e <= TIDY_FACING_DEG and lo <= g <= hi
+                               for g, e in order)
+
+
 def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[float, str]:
     """The clearance most members in order agree on (at least ``AGREE_SHARE`` of them
     within ``AGREE_GAP_M`` of the in-order members' median gap, inside
-    ``SEEN_CLEARANCE_M``): the nearest of those, so none of them is too close; else the
-    convention's."""
+    ``SEEN_CLEARANCE_M``): the nearest of those, so none of them is too close. At a table
+    or desk whose members are ALL in order but spread wider (a designer's chairs at
+    0.06-0.21 m): the nearest, when the farthest stays within the review's too-far
+    tolerance of it (``verify.TOO_FAR_DEFAULT_M``), so the layout passes as laid out.
+    Else the convention's."""
     k = len(order)
     gaps = [g for g, e in order if _in_order(e)]
     lo, hi = SEEN_CLEARANCE_M.get(role, (0.0, MAX_SEEN_M))
@@ -265,6 +281,14 @@ def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[
     if gaps:
         med = float(np.median(gaps))
         agree = [g for g in gaps if abs(g - med) <= AGREE_GAP_M]
+        near = math.floor(min(gaps) * 100 + 1e-6) / 100 + 0.0
+        if (len(agree) < AGREE_SHARE * k - 1e-9 and role in ("table", "desk")
+                and len(gaps) == k and lo <= near and max(gaps) <= hi
+                and max(gaps) - near <= TOO_FAR_DEFAULT_M):
+            return near, (f"as laid out: all {k} members in order, spread "
+                          f"{min(gaps):.2f}-{max(gaps):.2f} m, within the review's "
+                          f"{TOO_FAR_DEFAULT_M:.2f} m too-far tolerance of the nearest "
+                          f"({near:.2f} m)")
         if len(agree) < AGREE_SHARE * k - 1e-9:
             why = (f"only {len(agree)} of {k} members in order agree within "
                    f"{AGREE_GAP_M * 100:.0f} cm")
@@ -299,6 +323,16 @@ def group_hints(role: str, a: Piece, members: Sequence[Piece]
         hints["clearance_m"] = clearance
         how["anchor_role"] = f"{hints['anchor_role']}: from the top's shape"
         how["pattern"] = pattern_how
+        if (unclear is None and (a.shape.round or pattern_how.startswith(AS_SEEN))
+                and all(_in_order(e) for _, e in order)):
+            # every member faces the table, round or in a usual arrangement of its edges:
+            # the places along the edges (round the ring) are the layout's (a designer's
+            # row off-centre, three chairs at 90 deg round a round top), the pattern and the
+            # clearance still judge them
+            hints["spacing"] = "as_laid_out"
+            where = "round the top" if a.shape.round else "in a usual arrangement as seen"
+            how["spacing"] = (f"as laid out: all {k} members face the table within "
+                              f"{TIDY_FACING_DEG:g} deg, {where}")
         return hints, unclear, note, how
     if role == "bed" and k != 2:
         seen = canonical_edges(a.shape, [m.shape for m in members])
@@ -311,6 +345,18 @@ def group_hints(role: str, a: Piece, members: Sequence[Piece]
     how["pattern"] = f"convention of a {role}"
     note = ("convention: seats before the TV stand's front" if role == "tv_stand"
             else f"convention of a {role}")
+    if role == "tv_stand" and _watching(order):
+        # seats in order stay as laid out: the nearest one's viewing distance is the
+        # clearance, the others may sit further back ('loose': no evenness, no too-far)
+        near = math.floor(min(g for g, _ in order) * 100 + 1e-6) / 100 + 0.0
+        how["clearance_m"] = (f"as seen: the nearest of the {k} seats in order ({near:.2f} m), "
+                              "a viewing distance")
+        how["spacing"] = (f"loose: the {k} seats face the TV stand within "
+                          f"{TIDY_FACING_DEG:g} deg at {SEEN_CLEARANCE_M['tv_stand'][0]:g}-"
+                          f"{SEEN_CLEARANCE_M['tv_stand'][1]:g} m, in order: kept as laid "
+                          "out, none nearer than the nearest")
+        return ({"anchor_role": role, "clearance_m": near, "spacing": "loose"}, None,
+                f"{note}; seats in order, kept as laid out", how)
     return {"anchor_role": role, "clearance_m": clearance}, None, note, how
 
 

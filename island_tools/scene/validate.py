@@ -22,7 +22,8 @@ pattern        round: ``ring``; rect by member count k: 1-3 ``row``, 5 ``2+2+1``
                6 ``2+2+1+1``, any other k ``free`` (no enum pattern fits; verify then raises
                a pattern unknown instead of a fail)
 facing         ``toward_anchor``
-spacing        round: ``even_around_anchor``; rect: ``even_along_each_edge``
+spacing        round: ``even_around_anchor``; rect: ``even_along_each_edge`` (``propose``
+               hints ``as_laid_out`` for a table in order, ``loose`` for TV seats in order)
 clearance_m    0.10
 free_note      set when pattern is ``free`` or facing ``mixed`` and no hint gives one
 =============  ============================================================================

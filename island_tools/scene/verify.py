@@ -402,6 +402,13 @@ def _spacing_item(gid: str, group: Mapping[str, Any], measured: Mapping[str, Any
         return _item("spacing", "pass", "not applicable: 'loose' sets no evenness or distance "
                                         "beyond the clearance", "constraint", gid, gid,
                      evidence={**ev, "applicable": False})
+    if rule == "as_laid_out":
+        # the proposer saw every member in order: their places along the edges are the
+        # layout's; the pattern (which edges) and the clearance (both ways) still judge them
+        return _item("spacing", "pass", "not applicable: 'as_laid_out' keeps the members' "
+                                        "places along the edges (the pattern and the "
+                                        "clearance still apply)", "constraint", gid, gid,
+                     evidence={**ev, "applicable": False})
     if pattern == "T":
         # a T's members stand in one column at the edge's middle: its evenness is that
         # column's centring (measured with the pattern), not slots along the edge
