@@ -84,6 +84,23 @@ def test_only_outsider_doubt_is_refined_by_default() -> None:
     assert "'stool' may be a member" in refined["outsider"]["reason"]
 
 
+def test_a_doubtful_object_another_refined_group_holds_leaves_the_group() -> None:
+    why = "chair held by 't2' but nearly as near to this anchor"
+    doc = {"version": 1, "groups": [
+        {"id": "g", "anchor": "t1", "members": ["c1"],
+         "proposal": _proposal([f"'c2' may be a member: {why}"], {"c2": why}, {})},
+        {"id": "holder", "anchor": "t2", "members": ["c2"]}]}
+    graph = parse_relation_graph(doc, "rg.json")
+    left = uncertain_proposals(graph)
+    assert list(left) == ["g"] and "'c2' belongs to a group that is refined" in \
+        left["g"]["reason"]
+    # the holder in doubt about it too (and so left): the doubtful chair stays, g is refined
+    doc["groups"][1]["proposal"] = _proposal(["member 'c2': also 0.2 m from 't1'"], {},
+                                             {"c2": "also 0.2 m from 't1'"})
+    graph = parse_relation_graph(doc, "rg.json")
+    assert list(uncertain_proposals(graph)) == ["holder"]
+
+
 def test_a_doubted_group_never_reports_pass() -> None:
     doubt = {"reasons": ["'s' may be a member"], "doubtful": {"s": "x"},
              "uncertain_members": {}}

@@ -334,14 +334,36 @@ def uncertain_proposals(graph: RelationGraph, include_uncertain: bool = False, *
                          fix=f"use one of {', '.join(UNCERTAIN_MODES)}")
     if mode == "include":
         return {}
+    owner = {n: g.id for g in graph.groups for n in g.objects}
+    left = {g.id: ("; its doubt is about what it holds, so it is not refined around it"
+                   if mode == "held" else "")
+            for g in graph.groups if membership_doubt(g) is not None
+            and (mode == "leave" or not outsider_doubt_only(g))}
+    # A doubtful object stays where it stands: a group whose doubtful object another
+    # refined group holds (and may move) is left too (until nothing changes: leaving a
+    # group never makes another one's refining unsafe)
+    changed = True
+    while changed:
+        changed = False
+        for g in graph.groups:
+            doubt = membership_doubt(g)
+            if doubt is None or g.id in left:
+                continue
+            moving = sorted(n for n in doubt["doubtful"]
+                            if owner.get(n) not in (None, g.id, *left))
+            if moving:
+                left[g.id] = (f"; its doubtful {', '.join(repr(n) for n in moving)} "
+                              "belongs to a group that is refined, so it could not be kept "
+                              "where it stands")
+                changed = True
     out: dict[str, dict[str, Any]] = {}
     for g in graph.groups:
-        doubt = membership_doubt(g)
-        if doubt is None or (mode == "held" and outsider_doubt_only(g)):
+        if g.id not in left:
             continue
+        doubt = membership_doubt(g)
+        assert doubt is not None
         where = f"groups[{g.index}].proposal"
-        held = ("" if mode == "leave" else
-                "; its doubt is about what it holds, so it is not refined around it")
+        held = left[g.id]
         line = (f"uncertain proposal: {'; '.join(doubt['reasons'])}{held} (check the group, "
                 "then set proposal.status to \"confident\" and empty its reasons, or pass "
                 "--include-uncertain)")
