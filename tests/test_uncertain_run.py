@@ -213,6 +213,17 @@ def test_run_propose_leaves_a_room_in_order_where_it_stands(tmp_path: Path) -> N
     [g] = metrics["groups"].values()
     assert g["status"] == "not_flagged" and g["after"]["verdict"] == "uncertain"
     assert g["after"]["geometry_verdict"] == "pass"
+    # the same command again resumes (the graph reused, nothing to do): the same answer
+    again = _cli("run", "--scene-dir", str(scene), "--propose", *RUN)
+    assert again.returncode == 24, again.stderr[-3000:]
+    state = json.loads((scene / "state.json").read_text())
+    assert [r["id"] for r in state["islands_uncertain"]] == list(metrics["groups"])
+    # --leave-uncertain: validated again, the group left like a refused one
+    left = _cli("run", "--scene-dir", str(scene), "--propose", "--leave-uncertain", *RUN)
+    assert left.returncode == 24, left.stderr[-3000:]
+    state = json.loads((scene / "state.json").read_text())
+    assert not state["islands_uncertain"]
+    assert [r["id"] for r in state["islands_refused"]] == list(metrics["groups"])
 
 
 def _box(dumped: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
