@@ -160,7 +160,6 @@ class SceneState:
             record["refusal_reason"] = r["reason"]
         self.save()
 
-
     def set_uncertain(self, uncertain: dict[str, dict[str, Any]]) -> None:
         """``uncertain``: group id -> ``{"reason"}`` (``validate.uncertain_refined``): refined
         with the membership doubt ``propose`` named still open."""

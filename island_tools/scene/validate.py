@@ -321,7 +321,7 @@ def uncertain_proposals(graph: RelationGraph, include_uncertain: bool = False, *
     """The uncertain groups of ``island-refine propose`` (``proposal.status`` "uncertain") the
     run leaves as the input holds them, as refused-group records ("uncertain proposal: ...").
 
-    ``mode`` (``RunOptions.uncertain``): ``held`` (default) leaves only the groups whose doubt
+    ``mode`` (``RunOptions.uncertain_mode``): ``held`` (default) leaves only the groups whose doubt
     is not limited to objects they do not hold (:func:`outsider_doubt_only`): a doubted held
     member, an unsettled anchor role or front, a spec without evidence; the others are
     refined for the members they hold, the doubtful objects staying where they stand as
