@@ -234,3 +234,16 @@ def _box(dumped: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
     """Bounding boxes sharing more than 1 cm on every axis."""
     return bool(np.all(np.minimum(a[1], b[1]) - np.maximum(a[0], b[0]) > 0.01))
+
+
+def test_a_group_failing_only_against_a_doubtful_object_is_not_flagged() -> None:
+    from island_tools.scene.validate import Measured
+
+    review = {"summary": {"fail": 1, "pass": 3, "uncertain": 0, "total": 4},
+              "violation_score": 0.3, "review_results": [], "new_unknowns": []}
+    graph = _graph()
+    m = Measured(graph.group("outsider"), np.eye(4), np.eye(4), {}, None, "inferred",  # type: ignore[arg-type]
+                 {}, {}, review, {}, 1.0)
+    assert m.needs_island
+    m.kept_in_order = "its members fail only against 'stool', which propose named doubtful"
+    assert not m.needs_island

@@ -79,10 +79,13 @@ class Measured:
     review: dict[str, Any]
     overrides: dict[str, Any]
     unit_scale: float
+    # why a failing group is not flagged: its members fail only against objects propose
+    # named doubtful (they may belong to it); None when the review decides alone
+    kept_in_order: str | None = None
 
     @property
     def needs_island(self) -> bool:
-        return self.review["summary"]["fail"] > 0
+        return self.review["summary"]["fail"] > 0 and self.kept_in_order is None
 
     def doc(self) -> dict[str, Any]:
         anchor_yaw = frames.yaw_deg(self.m_anchor)
@@ -101,6 +104,7 @@ class Measured:
                               for k in ("pass", "fail", "uncertain", "total")},
             "findings": findings(self.review),
             "open_unknowns": [u["id"] for u in self.review["new_unknowns"]],
+            **({"kept_in_order": self.kept_in_order} if self.kept_in_order else {}),
         }
 
 
@@ -499,6 +503,19 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     for g in graph.groups:
         near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
         measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale, near)
+        doubt = membership_doubt(g)
+        if doubt and measured[g.id].needs_island and set(doubt["doubtful"]) & set(near):
+            # A room in order stays in order: a group whose members fail only against an
+            # object that may be its member (touching, overlapping it) is not moved for it.
+            # Refined for another reason, the doubtful objects are hard obstacles again.
+            alone = measure_group(g, world, meshes, props, graph.path, unit_scale,
+                                  {n: v for n, v in near.items() if n not in doubt["doubtful"]})
+            if not alone.needs_island:
+                touched = sorted(set(doubt["doubtful"]) & set(near))
+                measured[g.id].kept_in_order = (
+                    "its members fail only against "
+                    f"{', '.join(repr(n) for n in touched)}, which propose named doubtful "
+                    "(it may be a member): left in order, not refined for it")
     prep.measured = measured
     prep.scene_objects = {"blend": str(ctx.paths.scene_blend),
                           "scene_sha256": prep.scene_sha256,
@@ -556,6 +573,9 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
     state.set_refused(prep.refused)
     uncertain = uncertain_refined(prep.graph)
     state.set_uncertain(uncertain)
+    for gid, m in prep.measured.items():
+        if m.kept_in_order:
+            ctx.say(f"validate: group '{gid}' {m.kept_in_order}")
     for gid, doubt in uncertain.items():
         state.trace(f"validate:uncertain:{gid}")
         ctx.say(f"validate: group '{gid}' keeps the objects it does not hold where they "
