@@ -4,7 +4,8 @@
     island-refine [run] --scene-dir DIR [--policy solver|command:<cmd>] [--max-iter 20]
                   [--max-rounds 3] [--min-delta 0.01] [--timeout-s 120] [--restart]
                   [--strict] [--blender-bin PATH] [--engine E] [--resolution PX] [--samples N]
-                  [--config YAML] [--quiet] [--propose [--force] [--include-uncertain]]
+                  [--config YAML] [--quiet]
+                  [--propose [--force] [--include-uncertain | --leave-uncertain]]
     island-refine propose --scene-dir DIR [--force] [--blender-bin PATH] [--config YAML]
     island-refine report DIR
     island-refine mcp --root DIR [--root DIR ...] [--blender-bin PATH] [--engine E]
@@ -17,8 +18,12 @@
 uncertain with the reasons (island_tools/scene/propose.py); it never overwrites a graph
 without ``--force`` (exit 2) and writes nothing when it finds no group (exit 20). ``run
 --propose`` proposes first (a graph proposed from this very scene is reused, so a re-run
-resumes), then refines the confident groups; the uncertain ones are left as the scene has
-them and reported like refused groups (exit 24), unless ``--include-uncertain``.
+resumes), then refines the confident groups, and the uncertain groups whose only doubt is an
+object they do not hold (``proposal.doubtful``) for the members they hold, the doubtful
+objects kept where they stand; those report ``uncertain``, never ``pass`` (exit 24). Any
+other uncertain group is left as the scene has it and reported like a refused group (exit
+24). ``--include-uncertain`` refines every uncertain group with all its members (still
+reported uncertain); ``--leave-uncertain`` leaves every uncertain group (before issue 32).
 
 Stages: validate -> rebuild_islands -> refine (+ verify, unknowns, repair rounds, score gate)
 -> merge_back -> finalize -> eval (docs/SCENE_PIPELINE.md). Resumable: re-run the same
@@ -94,9 +99,15 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument("--samples", type=int, default=None)
     run.add_argument("--config", default=None, help="DIRECTORYS.yaml to use")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    run.add_argument("--include-uncertain", action="store_true",
-                     help="refine the groups propose marked uncertain too (default: left as "
-                          "they are and reported)")
+    doubt = run.add_mutually_exclusive_group()
+    doubt.add_argument("--include-uncertain", action="store_true",
+                       help="refine every group propose marked uncertain, all its members "
+                            "(default: only those whose doubt is an object they do not "
+                            "hold, for the members they hold); reported uncertain")
+    doubt.add_argument("--leave-uncertain", action="store_true",
+                       help="leave every group propose marked uncertain as the scene has "
+                            "it, reported like a refused group (the behaviour before "
+                            "issue 32)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -219,7 +230,8 @@ def _run_options(args: argparse.Namespace):
                          min_delta=args.min_delta, timeout_s=args.timeout_s,
                          restart=args.restart, strict=args.strict, settings=settings,
                          workers=getattr(args, "group_workers", None),
-                         include_uncertain=args.include_uncertain)
+                         include_uncertain=args.include_uncertain,
+                         leave_uncertain=args.leave_uncertain)
     options.check()
     return settings, options
 

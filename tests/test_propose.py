@@ -462,8 +462,11 @@ def test_run_propose_refines_the_confident_and_leaves_the_uncertain(tmp_path: Pa
     before = {n: np.asarray(o["matrix_world"]) for n, o in run_job(
         {"op": "scene_read", "blend": str(scene / rooms.SCENE_BLEND), "names": [],
          "export_meshes": None})["objects"].items()}
+    # --leave-uncertain: every uncertain group left as it is (the default refines a group
+    # whose only doubt is an object it does not hold: tests/test_uncertain_run.py)
     code = cli("run", "--scene-dir", str(scene), "--propose", "--blender-bin", "bpy",
-               "--resolution", "64", "--samples", "1", "--max-iter", "6", "--quiet")
+               "--resolution", "64", "--samples", "1", "--max-iter", "6", "--quiet",
+               "--leave-uncertain")
     out = capsys.readouterr().out
     doc = json.loads((scene / "inputs" / "relation_graph.json").read_text())
     uncertain = [g for g in doc["groups"] if g["proposal"]["status"] == "uncertain"]
@@ -488,5 +491,6 @@ def test_run_propose_refines_the_confident_and_leaves_the_uncertain(tmp_path: Pa
         assert np.array_equal(after[name], before[name]), name
     # the same command again resumes on the graph it proposed (not refused as "exists")
     assert cli("run", "--scene-dir", str(scene), "--propose", "--blender-bin", "bpy",
-               "--resolution", "64", "--samples", "1", "--max-iter", "6", "--quiet") == 24
+               "--resolution", "64", "--samples", "1", "--max-iter", "6", "--quiet",
+               "--leave-uncertain") == 24
     assert "[propose] reused" in capsys.readouterr().out

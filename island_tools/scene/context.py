@@ -44,9 +44,19 @@ class RunOptions:
     # --strict: a refused unit refuses the whole scene (exit 23, nothing written) instead
     # of costing its own group only (exit 24, partial).
     strict: bool = False
-    # --include-uncertain: refine the groups ``propose`` marked uncertain too (default: they
-    # are left as the input holds them and reported, like refused groups)
+    # Groups ``propose`` marked uncertain (``validate.uncertain_proposals``). Default: a group
+    # whose doubt is only about objects it does not hold is refined for the members it holds
+    # (the doubtful objects stay where they stand, as fixed context); any other is left as
+    # the input holds it and reported like a refused group. --include-uncertain refines
+    # every uncertain group with all its members; --leave-uncertain leaves every one (the
+    # behaviour before issue 32). A group refined with its doubt open never reports pass.
     include_uncertain: bool = False
+    leave_uncertain: bool = False
+
+    @property
+    def uncertain_mode(self) -> str:
+        return ("include" if self.include_uncertain else
+                "leave" if self.leave_uncertain else "held")
 
     def check(self) -> None:
         if self.max_iter < 1:
@@ -55,6 +65,9 @@ class RunOptions:
             raise UsageError(f"--max-rounds must be >= 1, got {self.max_rounds}")
         if not math.isfinite(self.min_delta) or self.min_delta < 0:
             raise UsageError(f"--min-delta must be a finite number >= 0, got {self.min_delta}")
+        if self.include_uncertain and self.leave_uncertain:
+            raise UsageError("--include-uncertain and --leave-uncertain contradict each other",
+                             field="--leave-uncertain", fix="pass at most one of them")
         if self.workers is not None and self.workers < 1:
             raise UsageError(f"--workers must be >= 1, got {self.workers}")
         if not self.timeout_s > 0:

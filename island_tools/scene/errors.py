@@ -18,7 +18,9 @@ the agent adapter's). A separate range so a farm can tell scene-level outcomes a
 24    partial: the run finished and every other group was refined and merged, but at
       least one group was refused (its objects are left as the input scene has them;
       ``metrics.json``, ``state.json::islands_refused`` and the ledger name each refused
-      group with its one-line cause and fix). 21 wins when a group also failed
+      group with its one-line cause and fix); or a group ``propose`` marked uncertain was
+      refined with its membership doubt open (``state.json::islands_uncertain``; its
+      verdict is ``uncertain``, never ``pass``). 21 wins when a group also failed
 ====  ==========================================================================
 """
 from __future__ import annotations

@@ -15,7 +15,10 @@ review items / all review items, ``violation_score`` summed, ``groups_all_pass``
 and each group's ``verdict``: ``fail`` if a review fails, ``uncertain`` if none fails but one
 could not be measured (a front not found, a pattern that cannot be checked; ``not_measured``
 names the member and what would resolve it), ``pass`` only when every review was measured
-and passed (``groups_pass`` / ``groups_fail`` / ``groups_uncertain``).
+and passed (``groups_pass`` / ``groups_fail`` / ``groups_uncertain``). A group ``propose``
+marked uncertain and refined anyway (``state.json::islands_uncertain``) has ``membership``
+(its reasons, doubtful objects, doubted members) and is ``uncertain`` where its geometry
+passes (``geometry_verdict`` beside it, the doubt first in ``not_measured``).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from ..measure.obstacles import to_frame
 from ..review import infeasible_of
 from .paths import ScenePaths
 from .relation_graph import RelationGraph
+from .validate import doubt_line, membership_doubt, reported_verdict
 from .verify import geometry_summary, review_group
 
 
@@ -48,6 +52,19 @@ def _figures(geometry: Mapping[str, Any], review: Mapping[str, Any]) -> dict[str
             "not_measured": review["summary"]["not_measured"],
             "violation_score": review["violation_score"],
             "infeasible": (review.get("infeasible") or {}).get("reason")}
+
+
+def _with_doubt(review: dict[str, Any], doubt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``review`` as reported when propose's membership doubt is open: a ``pass`` becomes
+    ``uncertain`` with the doubt named first in ``not_measured``; ``geometry_verdict`` keeps
+    what the geometry alone says (``validate.reported_verdict``)."""
+    if doubt is None:
+        return review
+    summary = dict(review["summary"])
+    summary.update(verdict=reported_verdict(summary["verdict"], doubt),
+                   geometry_verdict=summary["verdict"],
+                   not_measured=[doubt_line(doubt), *summary["not_measured"]])
+    return {**review, "summary": summary}
 
 
 def _moved(context: Mapping[str, tuple[np.ndarray, np.ndarray]], objects: Mapping[str, Any],
@@ -135,6 +152,9 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
             "rounds": len(gstate.get("rounds", [])),
             "accepted_round": gstate.get("accepted_round"),
             "target_spec": spec}
+        doubt = membership_doubt(g)
+        if doubt is not None:   # refined with propose's doubt open: never pass
+            entry["membership"] = doubt
         for column in ("before", "after"):
             world = world_before if column == "before" else {
                 n: frames.as_matrix(merged["after_poses"][n]) for n in g.objects}
@@ -145,9 +165,12 @@ def build_metrics(graph: RelationGraph, paths: ScenePaths, state: Mapping[str, A
             context = GeometryContext(group_meshes, g.anchor, axes, obstacles or None)
             geometry = context.compute({n: m_inv @ world[n] for n in g.objects}, spec, 0)
             # after: the solver's infeasible finding for this group (None when none)
-            review = review_group(g.id, geometry, spec, axes, g.members, resolved,
-                                  infeasible_of(gp.root) if column == "after" else None)
+            review = _with_doubt(review_group(g.id, geometry, spec, axes, g.members, resolved,
+                                              infeasible_of(gp.root) if column == "after"
+                                              else None), doubt)
             figures = _figures(geometry, review)
+            if doubt is not None:
+                figures["geometry_verdict"] = review["summary"]["geometry_verdict"]
             entry[column] = figures
             columns[column].append((geometry, review, figures))
         per_group[g.id] = entry

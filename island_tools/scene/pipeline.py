@@ -112,7 +112,10 @@ def run_scene(scene_dir: str | os.PathLike[str], options: RunOptions, run_job: R
     code = pipeline.run(argv)
     state = pipeline.state.doc if pipeline.state else {}
     refused = [r["id"] for r in state.get("islands_refused", [])]
-    partial = f" (partial: refused {', '.join(refused)})" if refused else ""
+    doubted = [r["id"] for r in state.get("islands_uncertain", [])]
+    partial = "; ".join(([f"refused {', '.join(refused)}"] if refused else [])
+                        + ([f"membership uncertain {', '.join(doubted)}"] if doubted else []))
+    partial = f" (partial: {partial})" if partial else ""
     return code, (f"[{prog}] done: {len(state.get('islands_completed', []))} completed, "
                   f"{len(state.get('islands_failed', []))} failed, "
                   f"{len(refused)} refused{partial}; "

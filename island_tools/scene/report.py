@@ -129,6 +129,15 @@ def metrics_tables(metrics: dict[str, Any]) -> list[str]:
     if refused:
         out += ["", "REFUSED (left as the input scene holds them; the run is partial)",
                 *refused]
+    doubted = [f"  {gid}: geometry {_cell(g['before'].get('geometry_verdict'))} -> "
+               f"{_cell(g['after'].get('geometry_verdict'))}; doubtful (kept where they "
+               f"stand): {', '.join(g['membership']['doubtful']) or '-'}; doubted members: "
+               f"{', '.join(g['membership']['uncertain_members']) or '-'}"
+               for gid, g in metrics["groups"].items()
+               if g.get("membership") and g.get("before") and g.get("after")]
+    if doubted:
+        out += ["", "MEMBERSHIP UNCERTAIN (propose's doubt is open: verdict uncertain, never "
+                "pass; the geometry's own verdict beside it)", *doubted]
     if unmeasured:
         out += ["", "NOT MEASURED (these groups are uncertain, not passing)", *unmeasured]
     # a refused group has no "after" (it was never refined)

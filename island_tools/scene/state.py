@@ -12,6 +12,8 @@ Shape::
      "groups_needing_island": [...],
      "islands_completed": [ids], "islands_failed": [{"id", "reason"}],
      "islands_refused": [{"id", "reason"}],   # units that cannot be refined as they are
+     "islands_uncertain": [{"id", "reason"}],   # refined with propose's membership doubt
+                                                # open: never pass (also in another list)
      "groups": {id: {"status", "rounds": [...], "accepted_round", "accepted_score",
                      "baseline_score", "unknowns": [...], "verification": {...}}}}
 
@@ -60,7 +62,8 @@ def new_state() -> dict[str, Any]:
     return {"version": STATE_VERSION, "status": "new", "run_id": None, "runs": [],
             "inputs": {}, "options": {}, "stage_trace": [], "stages": {},
             "groups_needing_island": [], "islands_completed": [], "islands_failed": [],
-            "islands_refused": [], "groups": {}, "updated_utc": utc_now()}
+            "islands_refused": [], "islands_uncertain": [], "groups": {},
+            "updated_utc": utc_now()}
 
 
 class SceneState:
@@ -157,13 +160,21 @@ class SceneState:
             record["refusal_reason"] = r["reason"]
         self.save()
 
+    def set_uncertain(self, uncertain: dict[str, dict[str, Any]]) -> None:
+        """``uncertain``: group id -> ``{"reason"}`` (``validate.uncertain_refined``): refined
+        with the membership doubt ``propose`` named still open."""
+        self.doc["islands_uncertain"] = [{"id": gid, "reason": r["reason"]}
+                                         for gid, r in uncertain.items()]
+        self.save()
+
 
 def scene_exit_code(doc: dict[str, Any]) -> int:
     """A finished run's exit code: 21 if a group failed, else 24 (partial) if a group was
-    refused, else 0 (``island_tools.scene.errors``)."""
+    refused or refined with its membership doubt open (``islands_uncertain``: its result is
+    not earned), else 0 (``island_tools.scene.errors``)."""
     if doc.get("islands_failed"):
         return EXIT_GROUPS_FAILED
-    if doc.get("islands_refused"):
+    if doc.get("islands_refused") or doc.get("islands_uncertain"):
         return EXIT_PARTIAL
     return 0
 
@@ -208,6 +219,7 @@ _FIELD_FIX = {
     "islands_completed": _REMOVE + "it is rebuilt from ledger.sqlite",
     "islands_failed": _REMOVE + "it is rebuilt from ledger.sqlite",
     "islands_refused": _REMOVE + "it is read again from json/island_groups.json",
+    "islands_uncertain": _REMOVE + "it is read again from inputs/relation_graph.json",
     "groups_needing_island": _REMOVE + "it is read again from json/island_groups.json",
     "stage_trace": _REMOVE + "it is a history only",
     "stages": _REMOVE + "a stage's status is a hint only, every gate is checked on disk",
@@ -378,6 +390,8 @@ def check_state(doc: dict[str, Any], path: Path, group_ids: Collection[str] | No
         "islands_completed": c.ids(doc.get("islands_completed", []), "islands_completed"),
         "islands_failed": c.entries(doc.get("islands_failed", []), "islands_failed"),
         "islands_refused": c.entries(doc.get("islands_refused", []), "islands_refused")}
+    # not terminal: a group refined with its membership doubt open completes or fails too
+    c.entries(doc.get("islands_uncertain", []), "islands_uncertain")
     owner: dict[str, str] = {}
     for field, ids in terminal.items():
         for gid in ids:

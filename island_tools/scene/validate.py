@@ -80,10 +80,13 @@ class Measured:
     review: dict[str, Any]
     overrides: dict[str, Any]
     unit_scale: float
+    # why a failing group is not flagged: its members fail only against objects propose
+    # named doubtful (they may belong to it); None when the review decides alone
+    kept_in_order: str | None = None
 
     @property
     def needs_island(self) -> bool:
-        return self.review["summary"]["fail"] > 0
+        return self.review["summary"]["fail"] > 0 and self.kept_in_order is None
 
     def doc(self) -> dict[str, Any]:
         anchor_yaw = frames.yaw_deg(self.m_anchor)
@@ -102,6 +105,7 @@ class Measured:
                               for k in ("pass", "fail", "uncertain", "total")},
             "findings": findings(self.review),
             "open_unknowns": [u["id"] for u in self.review["new_unknowns"]],
+            **({"kept_in_order": self.kept_in_order} if self.kept_in_order else {}),
         }
 
 
@@ -253,11 +257,11 @@ def preflight(ctx: StageContext) -> Prepared:
     if not ctx.options.restart:
         check_claims(state, outcomes, ctx.paths.ledger)
     prep = Prepared(graph, scene_sha, state)
-    skipped = uncertain_proposals(graph, ctx.options.include_uncertain)
+    skipped = uncertain_proposals(graph, mode=ctx.options.uncertain_mode)
     gate = not ctx.options.restart and validation_gate(ctx, graph, scene_sha)
     stored = dict(island_groups(ctx).get("groups_refused") or {}) if gate else {}
-    # validated before, with the same uncertain proposals left out (--include-uncertain
-    # given or dropped since then validates again)
+    # validated before, with the same uncertain proposals left out (another
+    # --include-uncertain / --leave-uncertain than then validates again)
     if not gate or {gid for gid, r in stored.items() if not r.get("refusals")} != set(skipped):
         prep.refused = skipped   # left as they are, like refused groups (not measured)
         prep.graph = graph.without(skipped)
@@ -279,26 +283,105 @@ def preflight(ctx: StageContext) -> Prepared:
     return prep
 
 
-def uncertain_proposals(graph: RelationGraph, include_uncertain: bool
-                        ) -> dict[str, dict[str, Any]]:
-    """The groups ``island-refine propose`` was not sure of (``proposal.status``
-    "uncertain"), as refused-group records with the reason "uncertain proposal: ...": the run
-    leaves them as the input holds them and names them, unless ``--include-uncertain``. A
-    group a person wrote has no proposal and is always refined."""
-    if include_uncertain:
+UNCERTAIN_MODES = ("held", "leave", "include")
+
+
+def membership_doubt(group: GroupSpec) -> dict[str, Any] | None:
+    """What ``propose`` left open about a group's membership (``proposal.status``
+    "uncertain"): ``{"reasons", "doubtful", "uncertain_members"}``; None for a confident or
+    hand-written group. A group refined with it open never reports ``pass``
+    (:func:`reported_verdict`)."""
+    if group.proposal_status != "uncertain":
+        return None
+    assert group.proposal is not None
+    p = group.proposal
+    return {"reasons": list(p["reasons"]), "doubtful": dict(p.get("doubtful") or {}),
+            "uncertain_members": dict(p.get("uncertain_members") or {})}
+
+
+def outsider_doubt_only(group: GroupSpec) -> bool:
+    """True when every reason an uncertain group gives is about an object it does NOT hold
+    (``proposal.doubtful``: each such reason starts with the object's quoted name), so its
+    held members, anchor and target spec are not in doubt."""
+    doubt = membership_doubt(group)
+    if doubt is None or not doubt["doubtful"] or doubt["uncertain_members"]:
+        return False
+    heads = tuple(f"'{n}'" for n in doubt["doubtful"])
+    return all(r.startswith(heads) for r in doubt["reasons"])
+
+
+def reported_verdict(verdict: str, doubt: Mapping[str, Any] | None) -> str:
+    """A group's verdict as reported: a measured ``fail`` stays ``fail``; with membership
+    doubt open, ``pass`` becomes ``uncertain`` (the tool did not earn it)."""
+    return "uncertain" if doubt is not None and verdict == "pass" else verdict
+
+
+def doubt_line(doubt: Mapping[str, Any]) -> str:
+    """One line naming the open membership doubt (``not_measured`` entries, reports)."""
+    return f"membership not settled by propose: {'; '.join(doubt['reasons'])}"
+
+
+def uncertain_proposals(graph: RelationGraph, include_uncertain: bool = False, *,
+                        mode: str = "held") -> dict[str, dict[str, Any]]:
+    """The uncertain groups of ``island-refine propose`` (``proposal.status`` "uncertain") the
+    run leaves as the input holds them, as refused-group records ("uncertain proposal: ...").
+
+    ``mode`` (``RunOptions.uncertain_mode``): ``held`` (default) leaves only the groups whose doubt
+    is not limited to objects they do not hold (:func:`outsider_doubt_only`): a doubted held
+    member, an unsettled anchor role or front, a spec without evidence; the others are
+    refined for the members they hold, the doubtful objects staying where they stand as
+    fixed context. ``leave`` leaves every uncertain group (the behaviour before issue 32);
+    ``include`` leaves none (``--include-uncertain``). A group a person wrote has no proposal
+    and is always refined. ``include_uncertain`` is ``mode="include"``."""
+    mode = "include" if include_uncertain else mode
+    if mode not in UNCERTAIN_MODES:
+        raise UsageError(f"unknown uncertain-group mode {mode!r}",
+                         fix=f"use one of {', '.join(UNCERTAIN_MODES)}")
+    if mode == "include":
         return {}
+    owner = {n: g.id for g in graph.groups for n in g.objects}
+    left = {g.id: ("; its doubt is about what it holds, so it is not refined around it"
+                   if mode == "held" else "")
+            for g in graph.groups if membership_doubt(g) is not None
+            and (mode == "leave" or not outsider_doubt_only(g))}
+    # A doubtful object stays where it stands: a group whose doubtful object another
+    # refined group holds (and may move) is left too (until nothing changes: leaving a
+    # group never makes another one's refining unsafe)
+    changed = True
+    while changed:
+        changed = False
+        for g in graph.groups:
+            doubt = membership_doubt(g)
+            if doubt is None or g.id in left:
+                continue
+            moving = sorted(n for n in doubt["doubtful"]
+                            if owner.get(n) not in (None, g.id, *left))
+            if moving:
+                left[g.id] = (f"; its doubtful {', '.join(repr(n) for n in moving)} "
+                              "belongs to a group that is refined, so it could not be kept "
+                              "where it stands")
+                changed = True
     out: dict[str, dict[str, Any]] = {}
     for g in graph.groups:
-        if g.proposal_status != "uncertain":
+        if g.id not in left:
             continue
-        assert g.proposal is not None
+        doubt = membership_doubt(g)
+        assert doubt is not None
         where = f"groups[{g.index}].proposal"
-        line = (f"uncertain proposal: {'; '.join(g.proposal['reasons'])} (check the group, "
+        held = left[g.id]
+        line = (f"uncertain proposal: {'; '.join(doubt['reasons'])}{held} (check the group, "
                 "then set proposal.status to \"confident\" and empty its reasons, or pass "
                 "--include-uncertain)")
         out[g.id] = {"reason": f"field '{where}': {line}", "field": where, "line": line,
                      "refusals": []}
     return out
+
+
+def uncertain_refined(graph: RelationGraph) -> dict[str, dict[str, Any]]:
+    """The groups of ``graph`` (refused ones already left out) refined with their membership
+    doubt open: ``[{"id", "reason"}]`` records for ``state.json::islands_uncertain``."""
+    return {g.id: {"reason": doubt_line(doubt)} for g in graph.groups
+            if (doubt := membership_doubt(g)) is not None}
 
 
 def load_state(ctx: StageContext, graph: RelationGraph) -> SceneState:
@@ -421,6 +504,19 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     for g in graph.groups:
         near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
         measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale, near)
+        doubt = membership_doubt(g)
+        if doubt and measured[g.id].needs_island and set(doubt["doubtful"]) & set(near):
+            # A room in order stays in order: a group whose members fail only against an
+            # object that may be its member (touching, overlapping it) is not moved for it.
+            # Refined for another reason, the doubtful objects are hard obstacles again.
+            alone = measure_group(g, world, meshes, props, graph.path, unit_scale,
+                                  {n: v for n, v in near.items() if n not in doubt["doubtful"]})
+            if not alone.needs_island:
+                touched = sorted(set(doubt["doubtful"]) & set(near))
+                measured[g.id].kept_in_order = (
+                    "its members fail only against "
+                    f"{', '.join(repr(n) for n in touched)}, which propose named doubtful "
+                    "(it may be a member): left in order, not refined for it")
     prep.measured = measured
     prep.scene_objects = {"blend": str(ctx.paths.scene_blend),
                           "scene_sha256": prep.scene_sha256,
@@ -446,6 +542,7 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
         for gid in flagged:
             state.group(gid)
         state.set_refused(prep.refused)
+        state.set_uncertain(uncertain_refined(prep.graph))
         state.trace("validate:skipped:complete")
         return flagged
     t0 = time.perf_counter()
@@ -475,6 +572,15 @@ def validate(ctx: StageContext, prep: Prepared) -> list[str]:
     for gid in flagged:
         state.group(gid)
     state.set_refused(prep.refused)
+    uncertain = uncertain_refined(prep.graph)
+    state.set_uncertain(uncertain)
+    for gid, m in prep.measured.items():
+        if m.kept_in_order:
+            ctx.say(f"validate: group '{gid}' {m.kept_in_order}")
+    for gid, doubt in uncertain.items():
+        state.trace(f"validate:uncertain:{gid}")
+        ctx.say(f"validate: group '{gid}' keeps the objects it does not hold where they "
+                f"stand; its verdict stays uncertain: {doubt['reason']}")
     for gid, refused in prep.refused.items():
         ctx.run_ledger.group_event(ctx.run_id, gid, "refused", "refused", refused["reason"])
         state.trace(f"validate:refused:{gid}")

@@ -25,6 +25,7 @@ from .group_files import load_poses, write_forward_axes
 from .ledger import utc_now
 from .paths import GroupPaths
 from .relation_graph import GroupSpec, load_relation_graph
+from .validate import doubt_line, membership_doubt, reported_verdict
 
 CHECKABLE_PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T")
 
@@ -64,10 +65,21 @@ def verify_group(ctx: StageContext, gid: str, k: int, accepted: int) -> dict[str
            "new_unknowns": review["new_unknowns"],
            "resolved_unknowns": [u for u in g["unknowns"] if u["status"] == "resolved"],
            "summary": review["summary"], "violation_score": review["violation_score"]}
+    # propose's membership doubt, still open: the group is reported uncertain whatever its
+    # geometry says (a measured fail stays fail); the geometry's verdict is kept beside it
+    doubt = membership_doubt(ctx.relation_graph.group(gid))
+    reported = reported_verdict(review["summary"]["verdict"], doubt)
+    if doubt is not None:
+        doc["membership"] = {**doubt, "verdict": reported,
+                             "geometry_verdict": review["summary"]["verdict"]}
     atomic.write_json(gp.verification, doc)
     g["verification"] = {k2: review["summary"][k2]
                          for k2 in ("pass", "fail", "uncertain", "total", "pass_rate",
                                     "verdict", "not_measured")}
+    if doubt is not None:
+        g["verification"].update(
+            verdict=reported, geometry_verdict=review["summary"]["verdict"],
+            not_measured=[doubt_line(doubt), *review["summary"]["not_measured"]])
     known = {u["id"] for u in g["unknowns"]}
     for u in review["new_unknowns"]:
         if u["id"] not in known:
