@@ -8,6 +8,7 @@ in a reason). Pure Python (tier 1).
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fixtures import rooms
@@ -175,3 +176,122 @@ def test_a_desk_whose_front_is_undetermined_holds_its_second_seat_in_doubt(monke
     assert g["proposal"]["status"] == "uncertain"
     assert named(g, "Object_3")
     assert "Object_3" not in g["members"] or "Object_3" in g["proposal"]["uncertain_members"]
+
+
+# ------------------------------------------------------- seats of another kind by one anchor
+# Hand-made box geometry (no corpus piece): a seat is a top on four legs, with a back on +y
+# (front -y) and arms when given.
+def _box(lo: list[float], hi: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                  for z in (lo[2], hi[2])], dtype=float)
+    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
+                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
+    return v, f
+
+
+def _furniture(key: str, category: str, *parts: tuple[np.ndarray, np.ndarray],
+               front: bool = True) -> rooms.Furniture:
+    offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])
+    v = np.vstack([v for v, _ in parts])
+    f = np.vstack([f + o for (_, f), o in zip(parts, offsets)])
+    return rooms.Furniture(f"hand:{key}", category, v, f,
+                           np.array([0.0, -1.0]) if front else None, 1.0)
+
+
+def _legs(hx: float, hy: float, top: float, t: float = 0.04) -> list[tuple[np.ndarray,
+                                                                           np.ndarray]]:
+    return [_box([x, y, 0.0], [x + t, y + t, top]) for x in (-hx, hx - t)
+            for y in (-hy, hy - t)]
+
+
+def open_table(length: float = 1.2, width: float = 0.6) -> rooms.Furniture:
+    """A desk-sized top on four legs, open beneath (read as a table: seats all round)."""
+    return _furniture("desk_table", "table",
+                      _box([-length / 2, -width / 2, 0.72], [length / 2, width / 2, 0.75]),
+                      *_legs(length / 2 - 0.03, width / 2 - 0.03, 0.72), front=False)
+
+
+def seat(key: str, length: float, width: float, seat_h: float, back_h: float = 0.0,
+         arms_h: float = 0.0, back_t: float = 0.06) -> rooms.Furniture:
+    parts = [_box([-length / 2, -width / 2, seat_h - 0.06], [length / 2, width / 2, seat_h]),
+             *_legs(length / 2 - 0.02, width / 2 - 0.02, seat_h - 0.06)]
+    if back_h:
+        parts.append(_box([-length / 2, width / 2 - back_t, seat_h],
+                          [length / 2, width / 2, back_h]))
+    for x in ((-length / 2, length / 2 - 0.08) if arms_h else ()):
+        parts.append(_box([x, -width / 2, seat_h], [x + 0.08, width / 2, arms_h]))
+    return _furniture(key, "seat", *parts, front=bool(back_h))
+
+
+OFFICE_CHAIR = (0.62, 0.60, 0.48, 1.10)      # read as an armchair (0.62 m: both fit)
+SMALL_OFFICE_CHAIR = (0.56, 0.56, 0.48, 1.05)  # read as a chair
+
+
+def office(room: rooms.Room, chair: rooms.Furniture) -> rooms.Furniture:
+    """The open desk-sized table at the origin, its one office chair 0.15 m off its -y side
+    facing it."""
+    desk = open_table()
+    place(room, "Object_1", desk, (0.0, 0.0), group="office", anchor=True, role="table")
+    place(room, "Object_2", chair, (0.0, -(half(desk, 1) + CHAIR_GAP_M + depth(chair) / 2)),
+          facing=(0.0, 1.0), yaw=6.0, group="office", role="chair")
+    return desk
+
+
+def assert_seat_of_another_kind_named(room: rooms.Room, bystander: str) -> None:
+    (g,) = propose(room)["groups"]
+    assert (g["anchor"], g["members"]) == ("Object_1", ["Object_2"]), g["proposal"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert bystander in g["proposal"]["doubtful"], g["proposal"]["doubtful"]
+    assert "another kind of seat" in g["proposal"]["doubtful"][bystander]
+
+
+def test_a_stool_by_an_office_table_is_another_kind_of_seat() -> None:
+    """A backless stool 0.3 m off the end of a desk-sized open table whose office chair
+    stands at its side: the chair holds, the stool is named (no back among backs)."""
+    room = rooms.Room((10.0, 10.0))
+    desk = office(room, seat("office", *OFFICE_CHAIR))
+    stool = seat("stool", 0.38, 0.38, 0.65)
+    place(room, "Object_9", stool, (half(desk, 0) + 0.3 + depth(stool) / 2, 0.05), yaw=20.0,
+          role="stool")
+    assert_seat_of_another_kind_named(room, "Object_9")
+
+
+def test_a_backed_bar_stool_by_an_office_table_is_another_kind_of_seat() -> None:
+    """A bar stool with a low back (read as a chair, like the office chair beside it, and
+    0.14 m smaller a side): its footprint is half the chair's, so it is another kind."""
+    room = rooms.Room((10.0, 10.0))
+    desk = office(room, seat("office", *SMALL_OFFICE_CHAIR))
+    stool = seat("bar_stool", 0.42, 0.42, 0.6, back_h=0.9)
+    place(room, "Object_9", stool, (half(desk, 0) + 0.3 + depth(stool) / 2, 0.05),
+          facing=(-1.0, 0.0), role="stool")
+    assert_seat_of_another_kind_named(room, "Object_9")
+
+
+def test_an_armchair_by_an_office_table_is_another_kind_of_seat() -> None:
+    """A lounge armchair 0.4 m off the far side of the desk-sized table, read as an armchair
+    like the office chair and under 0.30 m larger a side, but 2.0 times its footprint."""
+    room = rooms.Room((10.0, 10.0))
+    desk = office(room, seat("office", *OFFICE_CHAIR))
+    arm = seat("armchair", 0.90, 0.85, 0.42, back_h=0.85, arms_h=0.62, back_t=0.15)
+    place(room, "Object_9", arm, (0.2, half(desk, 1) + 0.4 + depth(arm) / 2),
+          facing=(0.0, 1.0), yaw=15.0, role="armchair")
+    assert_seat_of_another_kind_named(room, "Object_9")
+
+
+@pytest.mark.parametrize("chair", [(0.48, 0.45, 0.46, 0.92), OFFICE_CHAIR,
+                                   (0.38, 0.38, 0.62, 0.0)])
+def test_seats_of_one_set_are_never_split(chair: tuple[float, float, float, float]) -> None:
+    """Four seats of one model round a table (dining chairs, office chairs, stools), one
+    turned 35 deg and one pushed in: one kind, a confident group of four."""
+    room = rooms.Room((10.0, 10.0))
+    table = open_table(1.8, 0.9)
+    place(room, "Object_1", table, (0.0, 0.0), group="t", anchor=True, role="table")
+    s = seat("set", *chair)
+    hy, d = half(table, 1), depth(s)
+    for i, (x, sign, yaw, gap) in enumerate(((-0.45, 1, 0.0, 0.15), (0.45, 1, 35.0, 0.15),
+                                             (-0.45, -1, 0.0, -0.05), (0.45, -1, 4.0, 0.2))):
+        place(room, f"Object_{10 + i}", s, (x, sign * (hy + gap + d / 2)),
+              facing=(0.0, -sign) if chair[3] else None, yaw=yaw, group="t", role="chair")
+    (g,) = propose(room)["groups"]
+    assert sorted(g["members"]) == [f"Object_{10 + i}" for i in range(4)], g["proposal"]
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]

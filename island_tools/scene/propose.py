@@ -15,14 +15,15 @@ member role within reach that the group does not hold (named in ``proposal.doubt
 front or role the geometry does not settle, members in order in no usual arrangement, or a
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
 reasons; so does a held seat whose place does not settle it (pulled far out near a second
-anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its front
-is undetermined). An uncertain group names everything standing by its anchor; an anchor whose
-seats went nowhere keeps them as doubts rather than vanish. Context (``CONTEXT_ROLES``) never
-makes a group uncertain. Target specs come from the anchor and the
-members in order (``propose_spec.group_hints``: the usual arrangement of their count at an
-anchor of this size, a clearance most members in order agree on, else the convention),
-checked through
-``validate.resolve_target_spec`` (the pipeline's own inference and conventions);
+anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its
+front is undetermined), and a seat of another kind beside the anchor's seats (no back among
+backs, a footprint of another size: ``_other_kind``) is named, not held. An uncertain group
+names everything standing by its anchor; an anchor whose seats went nowhere keeps them as
+doubts rather than vanish. Context (``CONTEXT_ROLES``) never makes a group uncertain.
+Target specs come from the anchor and the members in order (``propose_spec.group_hints``:
+the usual arrangement of their count at an anchor of this size, a clearance most members in
+order agree on, else the convention), checked through ``validate.resolve_target_spec`` (the
+pipeline's own inference and conventions);
 ``evidence.target_spec_inferred`` says how each value was inferred.
 
 The graph document adds, per group, ``proposal`` (status, confidence, reasons, evidence,
@@ -91,6 +92,16 @@ CONFIDENT = 0.5              # member / group confidence below this is uncertain
 TURNED_AWAY_DEG = 30.0       # a held seat turned further from its anchor is out of order
 KIND_SIZE_M = 0.10           # a seat of another role this close in size is the same kind
 KIND_SPREAD_M = 0.30         # seats of one role differing more than this a side: two kinds
+# Seats of one set are one model (areas equal to the measuring grid); an armchair (0.75 m a
+# side and up, 0.56 m2) beside an office chair (0.6 m, 0.36 m2) differs by 1.56x, beside a
+# dining chair (0.45 x 0.5 m) by 2.5x, though the sides differ by less than KIND_SPREAD_M.
+KIND_AREA_RATIO = 1.5        # footprint areas differing by more than this ratio: two kinds
+# A back is the tall part of a seat (``Shape.tall_share``): the role rules score a back from
+# 0.02 of the footprint (every tuned chair measures 0.028 or more) and none below 0.015
+# (every tuned stool measures 0.000); between the two a seat's back is not settled and
+# backs do not tell kinds apart.
+BACK_MIN_SHARE = 0.02        # a seat with a back
+NO_BACK_MAX_SHARE = 0.01     # a seat without one (a stool)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -309,19 +320,45 @@ def _gap_words(gap: float) -> str:
     return f"{max(gap, 0):.2f} m" if gap >= 0 else f"pushed {-gap:.2f} m in"
 
 
+def _has_back(p: _Piece) -> bool | None:
+    """True / False where the tall part settles it, None between the two thresholds."""
+    t = p.shape.tall_share
+    return True if t >= BACK_MIN_SHARE else False if t <= NO_BACK_MAX_SHARE else None
+
+
+def _other_kind(a: _Piece, b: _Piece) -> str | None:
+    """Why seats ``a`` and ``b`` are of two kinds (None: one kind). One kind when their
+    backs agree (or one is not settled), their footprint areas differ by at most
+    ``KIND_AREA_RATIO``, and they share a role and differ by at most ``KIND_SPREAD_M`` a
+    side, or differ in role but not in size (``KIND_SIZE_M``: the same piece read
+    differently)."""
+    ba, bb = _has_back(a), _has_back(b)
+    if ba is not None and bb is not None and ba != bb:
+        return "one has a back, the other none"
+    area_a = a.shape.length * a.shape.width
+    area_b = b.shape.length * b.shape.width
+    ratio = max(area_a, area_b) / max(min(area_a, area_b), 1e-6)
+    if ratio > KIND_AREA_RATIO:
+        return f"footprint areas differ {ratio:.1f}x (more than {KIND_AREA_RATIO:.1f}x)"
+    da = np.array([a.shape.length, a.shape.width, a.shape.height])
+    d = np.abs(da - np.array([b.shape.length, b.shape.width, b.shape.height]))
+    if a.role.role == b.role.role:
+        if float(d[:2].max()) <= KIND_SPREAD_M:
+            return None
+        return f"sides differ by {float(d[:2].max()):.2f} m (more than {KIND_SPREAD_M:.2f})"
+    if bool(np.all(d <= KIND_SIZE_M)):
+        return None
+    return f"another role and size (differ by {float(d.max()):.2f} m)"
+
+
 def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
                chosen: Mapping[str, Candidate | None]) -> dict[str, str]:
-    """Seats of another kind among a table's (a stool or an armchair among its chairs, a
-    lounge armchair beside a desk's chair): not taken as members, but named. Seats are of
-    one kind when they share a role and their footprints differ by at most
-    ``KIND_SPREAD_M`` a side, or differ in role but not in size (``KIND_SIZE_M``: the same
-    piece read differently). The kind most seats are (ties: the nearer) holds."""
+    """Seats of another kind among a table's or a desk's (a stool or an armchair beside its
+    chairs, a lounge armchair beside a desk's office chair): not taken as members, but
+    named (``_other_kind`` says what makes two kinds). The kind most seats are (ties: the
+    nearer) holds."""
     if len(names) < 2:
         return {}
-
-    def dims(n: str) -> np.ndarray:
-        s = pieces[n].shape
-        return np.array([s.length, s.width, s.height])
 
     def cost(n: str) -> float:
         c = chosen.get(n)
@@ -330,11 +367,7 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
     kinds: list[list[str]] = []
     for n in sorted(names, key=lambda x: (cost(x), x)):   # the nearest seat founds a kind
         for kind in kinds:
-            first = kind[0]
-            d = np.abs(dims(n) - dims(first))
-            same_role = pieces[n].role.role == pieces[first].role.role
-            if (same_role and float(d[:2].max()) <= KIND_SPREAD_M) or bool(
-                    np.all(d <= KIND_SIZE_M)):
+            if _other_kind(pieces[n], pieces[kind[0]]) is None:
                 kind.append(n)
                 break
         else:
@@ -350,9 +383,9 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
         for n in kind:
             s = pieces[n].shape
             out[n] = (f"a {pieces[n].role.role} ({s.length:.2f}x{s.width:.2f} m, "
-                      f"{s.height:.2f} m tall) among {len(main)} {ref.role.role}(s) of "
-                      f"another size ({ref.shape.length:.2f}x{ref.shape.width:.2f} m): "
-                      "another kind of seat")
+                      f"{s.height:.2f} m tall) among {len(main)} {ref.role.role}(s) "
+                      f"({ref.shape.length:.2f}x{ref.shape.width:.2f} m): another kind of "
+                      f"seat, {_other_kind(pieces[n], ref)}")
     return out
 
 

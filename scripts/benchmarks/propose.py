@@ -174,6 +174,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- issue 32
 ROOM_SEED = 200          # crowded generator rooms: seeds no tuning saw (tuned: 0-39, 100+)
 ROOM_COUNTS = {"tuned": 20, "untouched": 100}
+# The untouched rows of seeds 200-299 were read (aggregate group names) while fixing a class
+# of error, so they no longer say how a new room goes: fresh untouched rooms, seeds never run
+# before any fix, report that (untouched furniture, generator only, no run --propose).
+FRESH_PART = "untouched-fresh"
+FRESH_SEED = 500
+FRESH_COUNT = 100
 QUICK_ROOM_COUNT = 2
 RUN_PER_SPLIT = 4
 FLAT_SEED = 300
@@ -196,12 +202,16 @@ def _room_sets(part: str, quick: bool) -> tuple[list[tuple[str, str, Any]], str 
     from fixtures import designed
     from fixtures.rooms import disorder, random_room
 
-    count = QUICK_ROOM_COUNT if quick else ROOM_COUNTS[part]
+    fresh = part == FRESH_PART
+    count = QUICK_ROOM_COUNT if quick else FRESH_COUNT if fresh else ROOM_COUNTS[part]
+    first = FRESH_SEED if fresh else ROOM_SEED
     out: list[tuple[str, str, Any]] = []
     for i in range(count):
-        room = random_room(part, ROOM_SEED + i, crowded=True)
-        out.append((f"generator {ROOM_SEED + i}", "tidy", room))
-        out.append((f"generator {ROOM_SEED + i}", "disordered", disorder(room, ROOM_SEED + i)))
+        room = random_room("untouched" if fresh else part, first + i, crowded=True)
+        out.append((f"generator {first + i}", "tidy", room))
+        out.append((f"generator {first + i}", "disordered", disorder(room, first + i)))
+    if fresh:
+        return out, None
     missing = designed.status()
     if missing is None:
         for name in designed.SPLITS[part]:
@@ -253,7 +263,7 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
 
     name_rows, run_rows, data = [], [], {}
     notes = []
-    for part in parts:
+    for part in (*parts, FRESH_PART) if "untouched" in parts else parts:
         sets, missing = _room_sets(part, quick)
         if missing:
             name_rows.append([part, "designed", "-", "missing", "-", "-", "-", "-", "-", "-",
@@ -283,8 +293,9 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
                               round(a["seconds"] / a["rooms"], 2)])
         # run --propose on a few: quick, the split's first designed scene tidy and its
         # first disordered room; else two tidy and two disordered rooms of both sources
-        chosen = ([s for s in sets if s[1] == "tidy" and not s[0].startswith("generator")][:1]
-                  + [s for s in sets if s[1] == "disordered"][:1]) if quick else (
+        chosen = [] if part == FRESH_PART else (
+            [s for s in sets if s[1] == "tidy" and not s[0].startswith("generator")][:1]
+            + [s for s in sets if s[1] == "disordered"][:1]) if quick else (
             [s for s in sets if s[0].startswith("generator")][:RUN_PER_SPLIT]
             + [s for s in sets if not s[0].startswith("generator")][:RUN_PER_SPLIT])
         runs = []
@@ -331,6 +342,10 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
               f"{ROOM_SEED}+) and layouts designed by others (fixtures/designed.py), each tidy "
               "and disordered (fixtures.rooms.disorder); judged by tests/room_judge.py "
               "(names only); targets: 0 confident wrong, 0 CONFIDENT INCOMPLETE",
+              f"{FRESH_PART}: untouched furniture, generator seeds {FRESH_SEED}-"
+              f"{FRESH_SEED + FRESH_COUNT - 1}, first run after the office-seat fix (the "
+              f"untouched seeds {ROOM_SEED}+ rows were read, in aggregate, while fixing it); "
+              "names only, no run --propose",
               "run: island-refine run --propose (CLI), the merged scene read back with bpy "
               "and measured by tests/room_judge.py (targets: >= 90 % pass, 0 in walls, 0 moved "
               "on tidy rooms)",
