@@ -182,12 +182,16 @@ def test_propose_force_during_a_run_is_refused_like_a_second_run(tmp_path: Path)
             run.kill()
             run.communicate()
     # the run went on as if propose had not been called: every group (uncertain ones
-    # included) completed, the graph the run read is the one on disk; partial (24): the
-    # uncertain groups were refined with their membership doubt open (never pass)
+    # included) that needed an island completed - the table with the pulled-out chair at
+    # least; a table in order needs none - the graph the run read is the one on disk;
+    # partial (24): the uncertain groups were refined with their membership doubt open
     assert run.returncode == 24, err[-2000:]
     state = json.loads((scene / "state.json").read_text())
-    groups = json.loads(graph.read_text())["groups"]
-    assert sorted(state["islands_completed"]) == sorted(g["id"] for g in groups)
+    groups = {g["id"] for g in json.loads(graph.read_text())["groups"]}
+    assert state["islands_completed"]
+    assert sorted(state["islands_completed"]) == sorted(state["groups_needing_island"])
+    assert set(state["groups_needing_island"]) <= groups
+    assert {r["id"] for r in state["islands_uncertain"]} == groups
 
 
 # --------------------------------------------------------------------------- names

@@ -210,7 +210,8 @@ def test_full_run_completes_every_flagged_group(full_run: dict) -> None:
     findings = load(scene / "json/island_groups.json")["groups"]
     assert findings["office"]["needs_island"] is False and not findings["office"]["findings"]
     assert {f["check"] for f in findings["tv"]["findings"]} >= {"facing_tv.chair_1"}
-    assert findings["tv"]["findings"][0]["evidence"]["facing_error_deg"] > 170
+    # turned round: 180 deg less the seat's watching range (square to the screen .. its centre)
+    assert findings["tv"]["findings"][0]["evidence"]["facing_error_deg"] > 150
 
 
 def test_iter0_keeps_the_rebuilt_mesh_cache_equal_to_a_fresh_export(full_run: dict,
