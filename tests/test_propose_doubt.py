@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _meshes import box as _box
 
 from fixtures import rooms
 from tests.test_propose import depth, half, piece, place
@@ -181,14 +182,6 @@ def test_a_desk_whose_front_is_undetermined_holds_its_second_seat_in_doubt(monke
 # ------------------------------------------------------- seats of another kind by one anchor
 # Hand-made box geometry (no corpus piece): a seat is a top on four legs, with a back on +y
 # (front -y) and arms when given.
-def _box(lo: list[float], hi: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    v = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
-                  for z in (lo[2], hi[2])], dtype=float)
-    f = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
-                  [2, 3, 7], [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]])
-    return v, f
-
-
 def _furniture(key: str, category: str, *parts: tuple[np.ndarray, np.ndarray],
                front: bool = True) -> rooms.Furniture:
     offsets = np.cumsum([0] + [len(v) for v, _ in parts[:-1]])

@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +31,7 @@ import pytest
 from fixtures import rooms
 from island_tools.measure import frames
 from island_tools.measure.geometry import watch_facing
+from tests.test_propose_rooms import run_propose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,15 +158,6 @@ def test_three_chairs_at_90_deg_round_a_round_top_are_kept_as_laid_out(seed: int
 
 
 # ------------------------------------------------------------------ bpy end to end
-def _run(scene: Path) -> None:
-    cmd = [sys.executable, str(REPO / "scripts" / "refine_scene.py"), "run", "--scene-dir",
-           str(scene), "--propose", "--blender-bin", "bpy", "--resolution", "64",
-           "--samples", "1", "--max-iter", "4", "--max-rounds", "2", "--quiet"]
-    proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "ISLAND_REFINER_DAEMON": "0"},
-                          capture_output=True, text=True, timeout=1800, check=False)
-    assert proc.returncode in (0, 24), proc.stderr[-2000:]   # 24: uncertain groups left
-
-
 @pytest.mark.bpy
 @pytest.mark.parametrize("which", ["generator 200", "designer"])
 def test_run_propose_leaves_a_tidy_room_in_place_and_repairs_it_disordered(
@@ -182,7 +171,7 @@ def test_run_propose_leaves_a_tidy_room_in_place_and_repairs_it_disordered(
     for state, room in (("tidy", tidy), ("disordered", rooms.disorder(tidy, seed))):
         scene = rooms.build_room(room, tmp_path / state)
         truth = json.loads((scene / rooms.TRUTH_FILE).read_text())
-        _run(scene)
+        run_propose(scene)
         names = scene_names(truth)
         before = dump(scene / "blend" / "stage3-sub-planned.blend", names)
         after = dump(scene / "blend" / "stage3-scene.blend", names)
