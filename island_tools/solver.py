@@ -110,7 +110,10 @@ out, the edge configurations not yet scored, the placements not yet tried for bl
 members (who then keep their current pose) and the member-phase members not yet tried are
 left out; the decision is the best arrangement found, keeping every hard constraint, and
 its ``reason_summary`` names the budget and what was cut. Under the budget the result does
-not depend on time.
+not depend on time. The search has ``SEARCH_SHARE`` of the budget; the rest is kept for what
+runs after it whatever the time: moving a member whose scene pose breaks a hard constraint
+clear (``Solver._clear_place``, a fixed number of tests), so the whole decision stays near
+its budget.
 """
 from __future__ import annotations
 
@@ -175,6 +178,7 @@ MIN_TURN_DEG = 0.01
 # wall seconds one decision may search (Solver(budget_s=...); DIRECTORYS.yaml decision_budget_s)
 DECISION_BUDGET_S: float = DEFAULTS["decision_budget_s"]
 BUDGET_NOTE = "decision time budget"
+SEARCH_SHARE = 0.7           # of the budget for the search; the rest for clearing (above)
 HULL_TOL_M = 0.01            # the coarse footprint of the obstacle tests (``_penetrations``)
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
@@ -1619,7 +1623,7 @@ class Solver:
                phase: Phase | None = None) -> dict[str, Any]:
         """The decision ``{"members", "converged", "reason_summary"}`` for iteration n."""
         phase = phase or phase_for(n, len(self.member_ids))
-        self._deadline = time.perf_counter() + self.budget_s
+        self._deadline = time.perf_counter() + SEARCH_SHARE * self.budget_s
         self._budget_hit, self._budget_cuts = False, []
         if self._context is not None:
             spans = [self._z_span(k, np.asarray(poses[k], dtype=float))
