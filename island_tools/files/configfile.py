@@ -67,6 +67,18 @@ def read_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     return {str(k): check(str(k), v, cfg) for k, v in doc.items()}
 
 
+# keys that are wall seconds in (0, max]
+SECONDS_MAX = {"daemon_idle_s": 86400.0, "decision_budget_s": 600.0}
+
+
+def _seconds(value: Any, hi: float, file: Any, key: str, fix: str) -> float:
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not 0.0 < value <= hi):
+        raise UsageError(f"must be a number of seconds in (0, {hi:g}], got {value!r}",
+                         file=file, field=key, fix=fix)
+    return float(value)
+
+
 def check(key: str, value: Any, file: str) -> Any:
     fix = "edit DIRECTORYS.yaml (see the comments in the bundled file)"
     if key == "blender_bin":
@@ -98,12 +110,8 @@ def check(key: str, value: Any, file: str) -> Any:
             raise UsageError(f"must be true or false, got {value!r}", file=file, field=key,
                              fix=fix)
         return value
-    if key == "daemon_idle_s":
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not 0.0 < value <= 86400.0):
-            raise UsageError(f"must be a number of seconds in (0, 86400], got {value!r}",
-                             file=file, field=key, fix=fix)
-        return float(value)
+    if key in SECONDS_MAX:
+        return _seconds(value, SECONDS_MAX[key], file, key, fix)
     if key == "daemon_max_jobs":
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UsageError(f"must be an integer >= 1, got {value!r}", file=file, field=key,
@@ -114,12 +122,6 @@ def check(key: str, value: Any, file: str) -> Any:
             raise UsageError(f"must be an integer >= 64 (MiB), got {value!r}", file=file,
                              field=key, fix=fix)
         return value
-    if key == "decision_budget_s":
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not 0.0 < value <= 600.0):
-            raise UsageError(f"must be a number of seconds in (0, 600], got {value!r}",
-                             file=file, field=key, fix=fix)
-        return float(value)
     raise UsageError("unknown key", file=file, field=key,
                      fix="allowed keys: " + ", ".join(KEYS))
 
