@@ -5,8 +5,9 @@ minimum-area rectangle: the footprint (long x short side), the height above its 
 a top-down height map (``HEIGHT_MAP_RES`` cells a side, ``forward_axis``'s depth rays)
 giving the *surface* (the height band that covers most of the footprint: a seat, a table
 top, a mattress) and the *tall part* above it (a back, a headboard) with where it stands,
-the share of the top with free space under it (knee room), and how much of the long-side
-front view is closed (case furniture). :func:`classify` scores every role of
+the share of the top with free space under it (knee room), how much of the long-side
+front view is closed (case furniture) and how far the seat runs along the back (room for
+one: an armchair; for several: a sofa). :func:`classify` scores every role of
 ``ROLE_RULES`` by soft ranges on these numbers; the best must beat the runner-up by
 ``ROLE_MARGIN`` (unless both lead to the same place in a group) or the role is not settled.
 A name's words add ``NAME_HINT_WEIGHT`` to a role they name: a tie-breaker only.
@@ -52,7 +53,7 @@ NAME_HINT_WEIGHT = 0.1
 NAME_WORDS: dict[str, tuple[str, ...]] = {
     "table": ("table", "dining"), "desk": ("desk",), "bed": ("bed",),
     "tv_stand": ("tv", "television", "media"), "sofa": ("sofa", "couch"),
-    "chair": ("chair",), "armchair": ("armchair",), "stool": ("stool",),
+    "chair": ("chair",), "armchair": ("armchair",), "stool": ("stool",), "bench": ("bench",),
     "nightstand": ("nightstand", "bedside"), "side_table": ("side",),
     "coffee_table": ("coffee",), "storage": ("wardrobe", "shelf", "cabinet", "dresser"),
     "wall": ("wall",), "flat": ("floor", "rug", "carpet"), "ceiling": ("ceiling",),
@@ -69,6 +70,15 @@ OFF_FLOOR_M = 0.3            # a window's base is at least this far above the fl
 PROP_MAX_SIDE_M = 0.26       # smaller than any member role's footprint (a stool's 0.28+)
 PROP_MAX_HEIGHT_M = 0.22     # lower than any member role (a coffee table's 0.28+)
 HIGH_SEAT_MAX_M = 0.86       # a drafting or bar chair's seat (a back, an open base)
+# A seat's run along its back (``Shape.seat_run_m``): room for one (an armchair: the tuned
+# armchairs run 0.74-0.85 m, chairs 0.32-0.55 m) or for two and more (every tuned sofa runs
+# 1.00 m or more); between the two the geometry does not settle it: both roles score the
+# same ``SEAT_RUN_BETWEEN`` there.
+ONE_SEAT_MAX_M = 0.85
+SEATS_MIN_M = 0.95
+SEAT_RUN_MARGIN_M = 0.15
+SEAT_RUN_BETWEEN = 0.75
+TABLE_MAX_LENGTH_M = 6.0     # a conference table (a bar counter is closed: no knee room)
 
 
 @dataclass(frozen=True)
@@ -119,6 +129,7 @@ class Shape:
     features: dict[str, float] = field(default_factory=dict)
     fill_share: float = 0.0      # share of the footprint rectangle anything covers from above
     riders_measured: bool = True  # the riders' triangles are in this measure
+    seat_run_m: float = 0.0      # the surface band's run along the back (room for how many)
 
 
 def _unit_rect(hull: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float, np.ndarray]:
@@ -226,14 +237,31 @@ def _measure(unit: UnitInput, f: np.ndarray, unit_scale: float) -> Shape:
                    tall_share, tall_offset, knee_share, side_fill, on_long, rot2,
                    world[:2, 3] * float(unit_scale), (v, f))
     shape.fill_share = float(hit.sum() / cells)
+    if surface_m is not None:
+        shape.seat_run_m = _seat_run(far, surface_m, on_long, length, width)
     shape.features = {"length_m": length, "width_m": width, "height_m": height,
                       "fill_share": shape.fill_share,
                       "surface_m": -1.0 if surface_m is None else surface_m,
                       "surface_share": surface_share, "body_share": body_share,
                       "top_share": top_share,
                       "tall_share": tall_share, "knee_share": knee_share,
-                      "side_fill": side_fill}
+                      "side_fill": side_fill, "seat_run_m": shape.seat_run_m}
     return shape
+
+
+def _seat_run(far: np.ndarray, surface_m: float, on_long: bool, length: float,
+              width: float) -> float:
+    """The surface band's run along the back: the lines across the back that hold a
+    quarter of the fullest line's surface cells (seams between cushions and sloped arms do
+    not break it)."""
+    hit = np.isfinite(far)
+    seat = hit & (np.abs(np.where(hit, far, -1.0) - surface_m) <= SURFACE_BAND_M)
+    # far[iu, iw]: iu along the long side; the run is along the back's side
+    per_line = seat.sum(axis=1) if on_long else seat.sum(axis=0)
+    if per_line.max() <= 0:
+        return 0.0
+    return float((per_line >= 0.25 * per_line.max()).sum()) * (
+        length if on_long else width) / far.shape[0]
 
 
 def _surface(tops: np.ndarray, cells: float) -> tuple[float | None, float]:
@@ -258,6 +286,18 @@ def _soft(x: float, lo: float, hi: float, margin: float) -> float:
         return 1.0
     d = lo - x if x < lo else x - hi
     return max(0.0, 1.0 - d / margin)
+
+
+def _seats_fit(run: float, several: bool) -> float:
+    """How well a seat's run along its back fits a seat for several (a sofa) or for one
+    (an armchair); between ``ONE_SEAT_MAX_M`` and ``SEATS_MIN_M`` both fit the same."""
+    if ONE_SEAT_MAX_M < run < SEATS_MIN_M:
+        return SEAT_RUN_BETWEEN
+    if several:
+        return 1.0 if run >= SEATS_MIN_M else SEAT_RUN_BETWEEN * max(
+            0.0, 1.0 - (ONE_SEAT_MAX_M - run) / SEAT_RUN_MARGIN_M)
+    return 1.0 if run <= ONE_SEAT_MAX_M else SEAT_RUN_BETWEEN * max(
+        0.0, 1.0 - (run - SEATS_MIN_M) / SEAT_RUN_MARGIN_M)
 
 
 def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
@@ -305,7 +345,7 @@ def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
         return (_soft(H, 0.62, 1.1, 0.06) * _soft(s.top_share, 0.5, 1.0, 0.15)
                 * _soft(s.knee_share, 0.15, 1.0, 0.15)
                 * _soft(W, 0.48 if s.round else 0.55, 1.6, 0.15)
-                * _soft(L, 0.55, 3.6, 0.2) * _soft(s.side_fill, 0.0, 0.6, 0.1))
+                * _soft(L, 0.55, TABLE_MAX_LENGTH_M, 0.2) * _soft(s.side_fill, 0.0, 0.6, 0.1))
     if role == "desk":   # a table-height top over pedestals or a modesty panel
         return (0.0 if s.round else 1.0) * (
             _soft(H, 0.65, 0.86, 0.05) * _soft(s.top_share, 0.5, 1.0, 0.15)
@@ -340,16 +380,19 @@ def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
                 * max(_soft(s.surface_share, 0.5, 1.0, 0.12), _soft(s.body_share, 0.75, 1.0, 0.1))
                 * _soft(H, 0.3, 1.7, 0.2))
     if role == "sofa":   # a back along the long side (a chaise's may stand at its end; an
-        # L-shaped sectional's two backs stand along two sides: a deep, wide footprint)
+        # L-shaped sectional's two backs stand along two sides: a deep, wide footprint), a
+        # seat with room for two or more
         return ((0.6 if elongated and not s.back_on_long_side else 1.0)
                 * _soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.15, 0.75, 0.1)
                 * _soft(s.tall_share, 0.14, 1.0, 0.06)   # a back and arms, not a headboard
                 * _soft(L, 1.25, 4.2, 0.2) * _soft(W, 0.55, 3.2, 0.15)
-                * _soft(H, 0.55, 1.25, 0.15))
-    if role == "armchair":
+                * _soft(H, 0.55, 1.25, 0.15)
+                * _seats_fit(s.seat_run_m, several=True))
+    if role == "armchair":   # a seat with room for one
         return (_soft(seat, 0.28, 0.6, 0.08) * _soft(s.surface_share, 0.1, 1.0, 0.08)
                 * has_back * _soft(L, 0.62, 1.6, 0.08) * _soft(W, 0.6, 1.35, 0.06)
-                * _soft(H, 0.55, 1.3, 0.15))
+                * _soft(H, 0.55, 1.3, 0.15)
+                * _seats_fit(s.seat_run_m, several=False))
     if role == "chair":   # a seat at dining height, or a high one (a drafting or bar
         # chair's, 0.62-0.86 m) on an open base: a small case with a raised back is no seat
         seat_fit = max(_soft(seat, 0.36, 0.62, 0.06),
@@ -357,15 +400,22 @@ def _rule(s: Shape, role: str, floor_z: float = 0.0) -> float:
         return (seat_fit * _soft(s.surface_share, 0.08, 1.0, 0.06)
                 * has_back * _soft(L, 0.3, 0.72, 0.08) * _soft(W, 0.3, 0.7, 0.08)
                 * _soft(H, 0.65, 1.4, 0.1))
-    if role == "stool":   # a 0.48 m top or larger is a small table's
+    if role == "stool":   # a 0.48 m top or larger is a small table's; a closed round one
+        # (a drum stool) is as much a small round nightstand: the two tie, not settled
         return (_soft(H, 0.4, 0.9, 0.08) * _soft(L, 0.28, 0.46, 0.04) * no_back
-                * _soft(s.top_share, 0.1, 1.0, 0.08) * open_under)
+                * _soft(s.top_share, 0.1, 1.0, 0.08)
+                * max(open_under, case if s.round else 0.0))
+    if role == "bench":   # a backless seat for several: long, narrow, at seat height (a
+        # narrow low top is a bench as much as a coffee table: the two tie)
+        return (_soft(H, 0.38, 0.52, 0.04) * _soft(W, 0.25, 0.45, 0.05)
+                * _soft(L, 0.8, 2.4, 0.2) * _soft(L / max(W, 1e-6), 2.2, 1e9, 0.3) * no_back
+                * _soft(s.top_share, 0.5, 1.0, 0.15) * open_under)
     raise KeyError(role)
 
 
 ROLE_RULES = ("flat", "ceiling", "wall", "door", "window", "prop", "table", "desk",
               "coffee_table", "tv_stand", "nightstand", "side_table", "storage", "bed", "sofa",
-              "armchair", "chair", "stool")
+              "armchair", "chair", "stool", "bench")
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -400,7 +450,7 @@ def classify(s: Shape, name: str = "", floor_z: float = 0.0) -> Role:
         return Role(None, score, (best, score), True, False)
     # roles that lead to the same place in a group do not need telling apart
     interchangeable = {frozenset(("nightstand", "side_table")), frozenset(("chair", "armchair")),
-                       frozenset(("armchair", "sofa")), frozenset(("table", "desk"))}
+                       frozenset(("table", "desk"))}
     interchangeable |= {frozenset((a, b)) for a in CONTEXT_ROLES for b in CONTEXT_ROLES
                         if a != b}   # context either way
     settled = score - s2 >= ROLE_MARGIN or frozenset((best, second)) in interchangeable
@@ -414,8 +464,9 @@ def role_evidence(s: Shape, role: str) -> str:
         return f"{role}: top {s.height:.2f} m, {s.length:.2f}x{s.width:.2f} m footprint, " \
                f"{s.knee_share:.0%} of the top with free room under it"
     if role in ("chair", "armchair", "sofa"):
+        run = f", the seat runs {s.seat_run_m:.2f} m along it" if role != "chair" else ""
         return f"{role}: seat {s.surface_m or 0:.2f} m, back to {s.height:.2f} m " \
-               f"({s.tall_share:.0%} of the footprint), {s.length:.2f}x{s.width:.2f} m"
+               f"({s.tall_share:.0%} of the footprint){run}, {s.length:.2f}x{s.width:.2f} m"
     if role == "bed":
         return f"bed: {s.length:.2f}x{s.width:.2f} m, {surf}, headboard to {s.height:.2f} m"
     if role in ("nightstand", "tv_stand", "storage"):
