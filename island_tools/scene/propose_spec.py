@@ -274,8 +274,10 @@ def _watching(order: Sequence[tuple[float, float | None]]) -> bool:
 def _turned_a_little(members: Sequence[Piece], order: Sequence[tuple[float, float | None]]
                      ) -> list[str]:
     """The members turned from their anchor by more than ``TIDY_FACING_DEG`` (each
-    "'name' (N deg)"), when none is turned by more than ``TURNED_A_LITTLE_DEG``; else []."""
-    if any(e is not None and e > TURNED_A_LITTLE_DEG for _, e in order):
+    "'name' (N deg)"), when none is turned by more than ``TURNED_A_LITTLE_DEG`` and at least
+    one other member is in order (a lone chair's place is no layout to keep); else []."""
+    if (any(e is not None and e > TURNED_A_LITTLE_DEG for _, e in order)
+            or not any(_in_order(e) for _, e in order)):
         return []
     return [f"'{m.shape.name}' ({e:.0f} deg)" for m, (_, e) in zip(members, order, strict=True)
             if not _in_order(e)]
