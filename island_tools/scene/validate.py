@@ -30,10 +30,11 @@ free_note      set when pattern is ``free`` or facing ``mixed`` and no hint give
 """
 from __future__ import annotations
 
+import math
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from .ledger import read_outcomes
 from .paths import SCENE_BLEND
 from .relation_graph import GroupSpec, RelationGraph, load_relation_graph
 from .state import Reconciled, SceneState, check_claims, new_state, reconcile
-from .verify import findings, geometry_summary, review_group
+from .verify import TOO_FAR_DEFAULT_M, findings, geometry_summary, review_group
 
 DEFAULT_CLEARANCE_M = 0.10
 CONTEXT_REACH_M = 1.5    # objects this close to a group's units (floor plane) are its context
@@ -256,6 +257,7 @@ def preflight(ctx: StageContext) -> Prepared:
                              "moved to previous/<UTC>/)")
     if not ctx.options.restart:
         check_claims(state, outcomes, ctx.paths.ledger)
+    graph = hold_doubted_members(graph, ctx.options.uncertain_mode)
     prep = Prepared(graph, scene_sha, state)
     skipped = uncertain_proposals(graph, mode=ctx.options.uncertain_mode)
     gate = not ctx.options.restart and validation_gate(ctx, graph, scene_sha)
@@ -310,6 +312,99 @@ def outsider_doubt_only(group: GroupSpec) -> bool:
     return all(r.startswith(heads) for r in doubt["reasons"])
 
 
+HELD_NOTE = "refined around its held members in doubt, which stay where they stand"
+HELD_WHY = "held, in doubt: kept where it stands: "
+TABLE_ROLES = ("table", "long_table", "round_table")
+# where the members refined around a held member in doubt, all in order (facing within
+# the review's tolerance), set the clearance: the role's range of a seen clearance
+# (propose_spec.SEEN_CLEARANCE_M)
+HELD_SEEN_M = {**dict.fromkeys((*TABLE_ROLES, "desk"), (-0.6, 0.35)), "bed": (-0.05, 0.30)}
+HELD_FACING_DEG = 10.0
+
+
+def _held_out_relation(relation: Mapping[str, Any]) -> dict[str, Any]:
+    """The hints of a group refined around its held members in doubt: role, facing and
+    clearance kept; places not judged (``as_laid_out`` at a table, ``loose`` else); a ring
+    or a row of fewer members is still one, any other pattern or layout of the whole group
+    does not hold: a table's is ``free`` (not checkable: :data:`HELD_NOTE`), another
+    anchor's the convention of its role for the members refined."""
+    role = str(relation.get("anchor_role", ""))
+    out = {k: v for k, v in relation.items() if k in ("anchor_role", "facing", "clearance_m")}
+    out["spacing"] = "as_laid_out" if role in TABLE_ROLES else "loose"
+    if relation.get("pattern") in ("ring", "row"):
+        out["pattern"] = relation["pattern"]
+    elif role in TABLE_ROLES:
+        out.update(pattern="free", free_note=HELD_NOTE)
+    return out
+
+
+def hold_doubted_members(graph: RelationGraph, mode: str = "held") -> RelationGraph:
+    """``mode`` ``held``: every uncertain group whose doubt is only about members it holds
+    (``uncertain_members``: a seat also near another anchor, a role not settled) and objects
+    it does not hold, with at least one member not in doubt, is refined for the others: the
+    doubted members are taken out of its members into ``proposal.doubtful`` (the group's
+    fixed context: hard obstacles where they stand, never moved), its reasons say so; its
+    hints are :func:`_held_out_relation`'s. The verdict stays
+    ``uncertain`` (the proposal is). Groups with a ``target_spec`` a person wrote are kept.
+    Other modes: ``graph`` unchanged."""
+    if mode != "held":
+        return graph
+    out = []
+    for g in graph.groups:
+        doubt = membership_doubt(g)
+        held = dict(doubt["uncertain_members"]) if doubt else {}
+        rest = tuple(m for m in g.members if m not in held)
+        if doubt is None or not held or not rest or g.target_spec is not None:
+            out.append(g)
+            continue
+        outsiders = tuple(f"'{n}'" for n in doubt["doubtful"])
+        heads = {f"member '{m}': ": m for m in held}
+        reasons = []
+        for r in doubt["reasons"]:
+            head = next((h for h in heads if r.startswith(h)), None)
+            if head is None and not (outsiders and r.startswith(outsiders)):
+                break   # a doubt about the anchor, the spec or the pattern: left as it is
+            reasons.append(r if head is None else
+                           f"'{heads[head]}' (held, in doubt) kept where it stands: "
+                           f"{r[len(head):]}")
+        else:
+            relation = _held_out_relation(g.relation)
+            proposal = {**(g.proposal or {}), "reasons": reasons, "uncertain_members": {},
+                        "doubtful": {**doubt["doubtful"],
+                                     **{m: f"{HELD_WHY}{why}" for m, why in held.items()}}}
+            out.append(replace(g, members=rest, relation=relation, proposal=proposal))
+            continue
+        out.append(g)
+    return replace(graph, groups=tuple(out))
+
+
+def held_in_doubt(group: GroupSpec) -> list[str]:
+    """The held members in doubt :func:`hold_doubted_members` took out of ``group``."""
+    doubt = membership_doubt(group)
+    return sorted(n for n, why in (doubt or {}).get("doubtful", {}).items()
+                  if str(why).startswith(HELD_WHY))
+
+
+def held_out_clearance(m: Measured) -> float | None:
+    """The clearance of a group refined around held members in doubt, from the members it
+    refines when they are all in order (each faces the anchor within
+    :data:`HELD_FACING_DEG`, their gaps in the role's :data:`HELD_SEEN_M` and within the
+    review's too-far tolerance of the nearest): the nearest gap floored to the cm. The hint
+    ``propose`` inferred counted the doubted members too. None otherwise."""
+    role = m.target_spec.anchor_role
+    members = [m.geometry["members"][n] for n in m.spec.members]
+    if role not in HELD_SEEN_M or not members or any(
+            e is not None and e > HELD_FACING_DEG
+            for e in (x["facing_error_deg"] for x in members)):
+        return None
+    gaps = [float(x["clearance_m"]) for x in members]
+    lo, hi = HELD_SEEN_M[role]
+    near = math.floor(min(gaps) * 100 + 1e-6) / 100 + 0.0
+    if lo <= near and max(gaps) <= hi and max(gaps) - near <= TOO_FAR_DEFAULT_M:
+        return near
+    return None
+
+
 def reported_verdict(verdict: str, doubt: Mapping[str, Any] | None) -> str:
     """A group's verdict as reported: a measured ``fail`` stays ``fail``; with membership
     doubt open, ``pass`` becomes ``uncertain`` (the tool did not earn it)."""
@@ -327,8 +422,10 @@ def uncertain_proposals(graph: RelationGraph, include_uncertain: bool = False, *
     run leaves as the input holds them, as refused-group records ("uncertain proposal: ...").
 
     ``mode`` (``RunOptions.uncertain_mode``): ``held`` (default) leaves only the groups whose doubt
-    is not limited to objects they do not hold (:func:`outsider_doubt_only`): a doubted held
-    member, an unsettled anchor role or front, a spec without evidence; the others are
+    is not limited to objects they do not hold (:func:`outsider_doubt_only`; the run first
+    takes doubted held members out as fixed context, :func:`hold_doubted_members`): a held
+    member in doubt that is all the group holds, an unsettled anchor role or front, a spec
+    without evidence; the others are
     refined for the members they hold, the doubtful objects staying where they stand as
     fixed context. ``leave`` leaves every uncertain group (the behaviour before issue 32);
     ``include`` leaves none (``--include-uncertain``). A group a person wrote has no proposal
@@ -433,7 +530,8 @@ def refusal_record(graph: RelationGraph, found: list[dict]) -> dict[str, Any]:
 
 def live_graph(ctx: StageContext, graph: RelationGraph) -> RelationGraph:
     """``graph`` without the groups validate refused (``island_groups.json``)."""
-    return graph.without(island_groups(ctx).get("groups_refused") or {})
+    return hold_doubted_members(graph, ctx.options.uncertain_mode).without(
+        island_groups(ctx).get("groups_refused") or {})
 
 
 def validation_gate(ctx: StageContext, graph: RelationGraph, scene_sha: str) -> bool:
@@ -504,6 +602,12 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     for g in graph.groups:
         near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
         measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale, near)
+        seen = held_out_clearance(measured[g.id]) if held_in_doubt(g) else None
+        if seen is not None and seen != g.relation.get("clearance_m"):
+            # refined around a held member in doubt: the clearance of the members in order
+            g = replace(g, relation={**g.relation, "clearance_m": seen})
+            measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale,
+                                           near)
         doubt = membership_doubt(g)
         if doubt and measured[g.id].needs_island and set(doubt["doubtful"]) & set(near):
             # A room in order stays in order: a group whose members fail only against an
