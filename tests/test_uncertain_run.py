@@ -155,8 +155,6 @@ def test_a_held_member_in_doubt_stays_where_it_stands_and_the_others_are_refined
 
 
 def test_the_members_refined_around_a_held_doubt_keep_their_own_clearance() -> None:
-    from types import SimpleNamespace
-
     why = "also 0.2 m from 't1'"
     doc = {"version": 1, "groups": [
         {"id": "g", "anchor": "t", "members": ["c1", "c2", "c3"],
@@ -165,22 +163,20 @@ def test_the_members_refined_around_a_held_doubt_keep_their_own_clearance() -> N
     g = hold_doubted_members(parse_relation_graph(doc, "rg.json")).group("g")
     assert held_in_doubt(g) == ["c3"] and g.members == ("c1", "c2")
 
-    def measured(role: str, *members: tuple[float, float | None]) -> SimpleNamespace:
-        return SimpleNamespace(target_spec=SimpleNamespace(anchor_role=role), spec=g,
-                               geometry={"members": {
-                                   n: {"clearance_m": c, "facing_error_deg": e}
-                                   for n, (c, e) in zip(("c1", "c2"), members, strict=True)}})
+    def measured(role: str, *members: tuple[float, float | None]) -> float | None:
+        return held_out_clearance(role, [{"clearance_m": c, "facing_error_deg": e}
+                                         for c, e in members])
 
     # the hint counted the doubted chair (0.10 m by convention); the two refined are in
     # order at 0.064 / 0.08 m: their own nearest gap, so neither is pulled out
-    assert held_out_clearance(measured("round_table", (0.064, 2.0), (0.08, None))) == 0.06
-    assert held_out_clearance(measured("table", (0.30, 4.0), (0.12, 9.0))) == 0.12
+    assert measured("round_table", (0.064, 2.0), (0.08, None)) == 0.06
+    assert measured("table", (0.30, 4.0), (0.12, 9.0)) == 0.12
     # one turned 40 deg (out of order), a spread past the too-far tolerance, a gap out of
     # the role's range, a role with no seen range: the hint stays
-    assert held_out_clearance(measured("table", (0.064, 40.0), (0.08, 0.0))) is None
-    assert held_out_clearance(measured("table", (-0.1, 0.0), (0.2, 0.0))) is None
-    assert held_out_clearance(measured("table", (0.40, 0.0), (0.45, 0.0))) is None
-    assert held_out_clearance(measured("tv_stand", (1.5, 0.0), (1.6, 0.0))) is None
+    assert measured("table", (0.064, 40.0), (0.08, 0.0)) is None
+    assert measured("table", (-0.1, 0.0), (0.2, 0.0)) is None
+    assert measured("table", (0.40, 0.0), (0.45, 0.0)) is None
+    assert measured("tv_stand", (1.5, 0.0), (1.6, 0.0)) is None
 
 
 def test_a_doubted_group_never_reports_pass() -> None:
