@@ -25,6 +25,10 @@ from island_tools.errors import UsageError
 from island_tools.scene.context import RunOptions
 from island_tools.scene.relation_graph import parse_relation_graph
 from island_tools.scene.validate import (
+    HELD_NOTE,
+    held_in_doubt,
+    held_out_clearance,
+    hold_doubted_members,
     outsider_doubt_only,
     reported_verdict,
     uncertain_proposals,
@@ -99,6 +103,80 @@ def test_a_doubtful_object_another_refined_group_holds_leaves_the_group() -> Non
                                              {"c2": "also 0.2 m from 't1'"})
     graph = parse_relation_graph(doc, "rg.json")
     assert list(uncertain_proposals(graph)) == ["holder"]
+
+
+def test_a_held_member_in_doubt_stays_where_it_stands_and_the_others_are_refined() -> None:
+    why = "also 0.2 m from 't1'"
+    stool = "stool 0.30 m from its edge; not held: another kind of seat"
+    doc = {"version": 1, "groups": [
+        {"id": "held", "anchor": "t2", "members": ["c3", "c5", "c6"],
+         "relation": {"anchor_role": "table", "pattern": "2+2+1", "clearance_m": 0.12,
+                      "spacing": "even_along_each_edge"},
+         "proposal": _proposal([f"member 'c3': {why}", f"'s' may be a member: {stool}"],
+                               {"s": stool}, {"c3": why})},
+        {"id": "alone", "anchor": "t3", "members": ["c7"],   # nothing left to refine
+         "proposal": _proposal([f"member 'c7': {why}"], {}, {"c7": why})},
+        {"id": "anchor", "anchor": "t4", "members": ["c8", "c9"],   # the anchor in doubt
+         "proposal": _proposal([f"member 'c8': {why}",
+                                "anchor role not settled: table 0.50 against desk 0.48"],
+                               {}, {"c8": why})},
+        {"id": "tv", "anchor": "tv1", "members": ["s1", "s2"],
+         "relation": {"anchor_role": "tv_stand", "clearance_m": 2.0},
+         "proposal": _proposal(["member 's2': turned 60 deg from it"], {},
+                               {"s2": "turned 60 deg from it"})}]}
+    graph = hold_doubted_members(parse_relation_graph(doc, "rg.json"))
+    held, alone, anchor, tv = graph.groups
+    assert held.members == ("c5", "c6") and held.objects == ("t2", "c5", "c6")
+    # the doubted member is the group's fixed context: doubtful, named in the reasons
+    assert set(held.proposal["doubtful"]) == {"s", "c3"} and not held.proposal[
+        "uncertain_members"]
+    assert held.proposal["reasons"][0].startswith("'c3' (held, in doubt) kept where it stands")
+    # the whole group's pattern does not hold for two of three: places not judged, the
+    # role, facing and clearance kept
+    assert held.relation == {"anchor_role": "table", "clearance_m": 0.12, "pattern": "free",
+                             "free_note": HELD_NOTE, "spacing": "as_laid_out"}
+    # a TV stand's seats: its convention for the seat refined, places not judged
+    assert tv.members == ("s1",) and tv.relation == {"anchor_role": "tv_stand",
+                                                     "clearance_m": 2.0, "spacing": "loose"}
+    # a ring or a row of fewer members is still one
+    doc["groups"][0]["relation"]["pattern"] = "ring"
+    ring = hold_doubted_members(parse_relation_graph(doc, "rg.json")).group("held")
+    assert ring.relation["pattern"] == "ring" and "free_note" not in ring.relation
+    assert alone.members == ("c7",) and anchor.members == ("c8", "c9")
+    assert outsider_doubt_only(held) and outsider_doubt_only(tv)
+    left = uncertain_proposals(graph)
+    assert sorted(left) == ["alone", "anchor"]
+    # refined with its doubt open: never pass, named for state.json and the exit code
+    assert sorted(uncertain_refined(graph.without(left))) == ["held", "tv"]
+    # the other modes see the graph as written
+    for mode in ("leave", "include"):
+        same = hold_doubted_members(parse_relation_graph(doc, "rg.json"), mode)
+        assert same.group("held").members == ("c3", "c5", "c6")
+
+
+def test_the_members_refined_around_a_held_doubt_keep_their_own_clearance() -> None:
+    why = "also 0.2 m from 't1'"
+    doc = {"version": 1, "groups": [
+        {"id": "g", "anchor": "t", "members": ["c1", "c2", "c3"],
+         "relation": {"anchor_role": "table", "clearance_m": 0.10},
+         "proposal": _proposal([f"member 'c3': {why}"], {}, {"c3": why})}]}
+    g = hold_doubted_members(parse_relation_graph(doc, "rg.json")).group("g")
+    assert held_in_doubt(g) == ["c3"] and g.members == ("c1", "c2")
+
+    def measured(role: str, *members: tuple[float, float | None]) -> float | None:
+        return held_out_clearance(role, [{"clearance_m": c, "facing_error_deg": e}
+                                         for c, e in members])
+
+    # the hint counted the doubted chair (0.10 m by convention); the two refined are in
+    # order at 0.064 / 0.08 m: their own nearest gap, so neither is pulled out
+    assert measured("round_table", (0.064, 2.0), (0.08, None)) == 0.06
+    assert measured("table", (0.30, 4.0), (0.12, 9.0)) == 0.12
+    # one turned 40 deg (out of order), a spread past the too-far tolerance, a gap out of
+    # the role's range, a role with no seen range: the hint stays
+    assert measured("table", (0.064, 40.0), (0.08, 0.0)) is None
+    assert measured("table", (-0.1, 0.0), (0.2, 0.0)) is None
+    assert measured("table", (0.40, 0.0), (0.45, 0.0)) is None
+    assert measured("tv_stand", (1.5, 0.0), (1.6, 0.0)) is None
 
 
 def test_a_doubted_group_never_reports_pass() -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,19 @@ from ..measure.obstacles import load as load_context
 from ..measure.obstacles import to_frame
 from ..schemas import TargetSpec, parse_target_spec
 from .context import StageContext
+from .doubt import (  # noqa: F401  (re-exported: the run's doubt is validate's to decide)
+    HELD_NOTE,
+    UNCERTAIN_MODES,
+    doubt_line,
+    held_in_doubt,
+    held_out_clearance,
+    hold_doubted_members,
+    membership_doubt,
+    outsider_doubt_only,
+    reported_verdict,
+    uncertain_proposals,
+    uncertain_refined,
+)
 from .errors import RelationGraphError, SceneRefusedError
 from .ledger import read_outcomes
 from .paths import SCENE_BLEND
@@ -256,6 +269,7 @@ def preflight(ctx: StageContext) -> Prepared:
                              "moved to previous/<UTC>/)")
     if not ctx.options.restart:
         check_claims(state, outcomes, ctx.paths.ledger)
+    graph = hold_doubted_members(graph, ctx.options.uncertain_mode)
     prep = Prepared(graph, scene_sha, state)
     skipped = uncertain_proposals(graph, mode=ctx.options.uncertain_mode)
     gate = not ctx.options.restart and validation_gate(ctx, graph, scene_sha)
@@ -281,107 +295,6 @@ def preflight(ctx: StageContext) -> Prepared:
         prep.reconciled = reconcile(state, outcomes, flagged, ctx.paths.group,
                                     ctx.paths.ledger)
     return prep
-
-
-UNCERTAIN_MODES = ("held", "leave", "include")
-
-
-def membership_doubt(group: GroupSpec) -> dict[str, Any] | None:
-    """What ``propose`` left open about a group's membership (``proposal.status``
-    "uncertain"): ``{"reasons", "doubtful", "uncertain_members"}``; None for a confident or
-    hand-written group. A group refined with it open never reports ``pass``
-    (:func:`reported_verdict`)."""
-    if group.proposal_status != "uncertain":
-        return None
-    assert group.proposal is not None
-    p = group.proposal
-    return {"reasons": list(p["reasons"]), "doubtful": dict(p.get("doubtful") or {}),
-            "uncertain_members": dict(p.get("uncertain_members") or {})}
-
-
-def outsider_doubt_only(group: GroupSpec) -> bool:
-    """True when every reason an uncertain group gives is about an object it does NOT hold
-    (``proposal.doubtful``: each such reason starts with the object's quoted name), so its
-    held members, anchor and target spec are not in doubt."""
-    doubt = membership_doubt(group)
-    if doubt is None or not doubt["doubtful"] or doubt["uncertain_members"]:
-        return False
-    heads = tuple(f"'{n}'" for n in doubt["doubtful"])
-    return all(r.startswith(heads) for r in doubt["reasons"])
-
-
-def reported_verdict(verdict: str, doubt: Mapping[str, Any] | None) -> str:
-    """A group's verdict as reported: a measured ``fail`` stays ``fail``; with membership
-    doubt open, ``pass`` becomes ``uncertain`` (the tool did not earn it)."""
-    return "uncertain" if doubt is not None and verdict == "pass" else verdict
-
-
-def doubt_line(doubt: Mapping[str, Any]) -> str:
-    """One line naming the open membership doubt (``not_measured`` entries, reports)."""
-    return f"membership not settled by propose: {'; '.join(doubt['reasons'])}"
-
-
-def uncertain_proposals(graph: RelationGraph, include_uncertain: bool = False, *,
-                        mode: str = "held") -> dict[str, dict[str, Any]]:
-    """The uncertain groups of ``island-refine propose`` (``proposal.status`` "uncertain") the
-    run leaves as the input holds them, as refused-group records ("uncertain proposal: ...").
-
-    ``mode`` (``RunOptions.uncertain_mode``): ``held`` (default) leaves only the groups whose doubt
-    is not limited to objects they do not hold (:func:`outsider_doubt_only`): a doubted held
-    member, an unsettled anchor role or front, a spec without evidence; the others are
-    refined for the members they hold, the doubtful objects staying where they stand as
-    fixed context. ``leave`` leaves every uncertain group (the behaviour before issue 32);
-    ``include`` leaves none (``--include-uncertain``). A group a person wrote has no proposal
-    and is always refined. ``include_uncertain`` is ``mode="include"``."""
-    mode = "include" if include_uncertain else mode
-    if mode not in UNCERTAIN_MODES:
-        raise UsageError(f"unknown uncertain-group mode {mode!r}",
-                         fix=f"use one of {', '.join(UNCERTAIN_MODES)}")
-    if mode == "include":
-        return {}
-    owner = {n: g.id for g in graph.groups for n in g.objects}
-    left = {g.id: ("; its doubt is about what it holds, so it is not refined around it"
-                   if mode == "held" else "")
-            for g in graph.groups if membership_doubt(g) is not None
-            and (mode == "leave" or not outsider_doubt_only(g))}
-    # A doubtful object stays where it stands: a group whose doubtful object another
-    # refined group holds (and may move) is left too (until nothing changes: leaving a
-    # group never makes another one's refining unsafe)
-    changed = True
-    while changed:
-        changed = False
-        for g in graph.groups:
-            doubt = membership_doubt(g)
-            if doubt is None or g.id in left:
-                continue
-            moving = sorted(n for n in doubt["doubtful"]
-                            if owner.get(n) not in (None, g.id, *left))
-            if moving:
-                left[g.id] = (f"; its doubtful {', '.join(repr(n) for n in moving)} "
-                              "belongs to a group that is refined, so it could not be kept "
-                              "where it stands")
-                changed = True
-    out: dict[str, dict[str, Any]] = {}
-    for g in graph.groups:
-        if g.id not in left:
-            continue
-        doubt = membership_doubt(g)
-        assert doubt is not None
-        where = f"groups[{g.index}].proposal"
-        held = left[g.id]
-        line = (f"uncertain proposal: {'; '.join(doubt['reasons'])}{held} (check the group, "
-                "then set proposal.status to \"confident\" and empty its reasons, or pass "
-                "--include-uncertain)")
-        out[g.id] = {"reason": f"field '{where}': {line}", "field": where, "line": line,
-                     "refusals": []}
-    return out
-
-
-def uncertain_refined(graph: RelationGraph) -> dict[str, dict[str, Any]]:
-    """The groups of ``graph`` (refused ones already left out) refined with their membership
-    doubt open: ``[{"id", "reason"}]`` records for ``state.json::islands_uncertain``."""
-    return {g.id: {"reason": doubt_line(doubt)} for g in graph.groups
-            if (doubt := membership_doubt(g)) is not None}
 
 
 def load_state(ctx: StageContext, graph: RelationGraph) -> SceneState:
@@ -433,7 +346,8 @@ def refusal_record(graph: RelationGraph, found: list[dict]) -> dict[str, Any]:
 
 def live_graph(ctx: StageContext, graph: RelationGraph) -> RelationGraph:
     """``graph`` without the groups validate refused (``island_groups.json``)."""
-    return graph.without(island_groups(ctx).get("groups_refused") or {})
+    return hold_doubted_members(graph, ctx.options.uncertain_mode).without(
+        island_groups(ctx).get("groups_refused") or {})
 
 
 def validation_gate(ctx: StageContext, graph: RelationGraph, scene_sha: str) -> bool:
@@ -504,6 +418,14 @@ def measure(ctx: StageContext, prep: Prepared) -> None:
     for g in graph.groups:
         near = {n: context_world[n] for n in owners.get(g.id, []) if n in context_world}
         measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale, near)
+        seen = (held_out_clearance(measured[g.id].target_spec.anchor_role,
+                                   [measured[g.id].geometry["members"][n] for n in g.members])
+                if held_in_doubt(g) else None)
+        if seen is not None and seen != g.relation.get("clearance_m"):
+            # refined around a held member in doubt: the clearance of the members in order
+            g = replace(g, relation={**g.relation, "clearance_m": seen})
+            measured[g.id] = measure_group(g, world, meshes, props, graph.path, unit_scale,
+                                           near)
         doubt = membership_doubt(g)
         if doubt and measured[g.id].needs_island and set(doubt["doubtful"]) & set(near):
             # A room in order stays in order: a group whose members fail only against an

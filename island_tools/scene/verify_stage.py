@@ -25,7 +25,7 @@ from .group_files import load_poses, write_forward_axes
 from .ledger import utc_now
 from .paths import GroupPaths
 from .relation_graph import GroupSpec, load_relation_graph
-from .validate import doubt_line, membership_doubt, reported_verdict
+from .validate import doubt_line, hold_doubted_members, membership_doubt, reported_verdict
 
 CHECKABLE_PATTERNS = ("ring", "row", "2+2+1", "2+2+1+1", "L", "T")
 
@@ -141,7 +141,8 @@ def resolve_unknowns(ctx: StageContext, gid: str, open_unknowns: list[dict[str, 
     t0 = time.perf_counter()
     gp = ctx.paths.group(gid)
     try:
-        fresh = load_relation_graph(ctx.paths.relation_graph).group(gid)
+        fresh = hold_doubted_members(load_relation_graph(ctx.paths.relation_graph),
+                                     ctx.options.uncertain_mode).group(gid)
     except (RelationGraphError, KeyError):
         assert ctx.graph is not None
         fresh = ctx.graph.group(gid)
