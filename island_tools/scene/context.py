@@ -45,9 +45,10 @@ class RunOptions:
     # of costing its own group only (exit 24, partial).
     strict: bool = False
     # Groups ``propose`` marked uncertain (``validate.uncertain_proposals``). Default: a group
-    # whose doubt is only about objects it does not hold is refined for the members it holds
-    # (the doubtful objects stay where they stand, as fixed context); any other is left as
-    # the input holds it and reported like a refused group. --include-uncertain refines
+    # whose doubt is only about objects it does not hold, or about members it holds
+    # (``doubt.hold_doubted_members``: those are kept where they stand), is refined for its
+    # other members (every doubtful object stays where it stands, as fixed context); any
+    # other is left as the input holds it and reported like a refused group. --include-uncertain refines
     # every uncertain group with all its members; --leave-uncertain leaves every one (the
     # behaviour before issue 32). A group refined with its doubt open never reports pass.
     include_uncertain: bool = False
