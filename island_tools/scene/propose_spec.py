@@ -8,7 +8,8 @@ size (``_standard_forms``) that its members show, or, out of order, the one near
 is seen; members in order in no usual arrangement keep it as seen, and the group is
 uncertain. A clearance is kept as seen where most members in order agree on it
 (``AGREE_SHARE`` within ``AGREE_GAP_M``, inside ``SEEN_CLEARANCE_M``: a chair tucked under
-its desk keeps its negative one); else the convention's. :func:`group_hints` says how each
+its desk keeps its negative one); else the convention's, unless every member stands at
+its place facing the table within 30 deg (then the clearance is not settled: uncertain). :func:`group_hints` says how each
 value was inferred; :func:`spec_check` runs them through ``validate.resolve_target_spec``.
 """
 from __future__ import annotations
@@ -373,6 +374,19 @@ def group_hints(role: str, a: Piece, members: Sequence[Piece]
                        f"than {TIDY_FACING_DEG:g} deg but at most {TURNED_A_LITTLE_DEG:g}, every "
                        "member at its place: a designer's turn and a small disorder look alike, "
                        "so the group is left as laid out")
+            return hints, unclear, note, how
+        if (placed and k >= 2 and clearance_how.startswith("convention")
+                and not any(e is not None and e > TURNED_A_LITTLE_DEG for _, e in order)):
+            # every member at its place, facing the table within 30 deg, but no two-thirds of
+            # them agree on a distance and their spread is wider than the review takes as laid
+            # out (a meeting room's chairs tucked under and pulled out): a designer's distances
+            # and a pull or push look alike, so the convention's clearance is not earned
+            gaps = [g for g, _ in order]
+            unclear = (f"clearance not settled: the {k} members stand at their places "
+                       f"{min(gaps):.2f}-{max(gaps):.2f} m from the table, no "
+                       f"{AGREE_SHARE:.0%} of them within {AGREE_GAP_M * 100:.0f} cm of each "
+                       "other: a designer's distances and a pulled or pushed seat look alike, "
+                       "so the group is left as it stands")
             return hints, unclear, note, how
         if placed and all(_in_order(e) for _, e in order):
             # every member faces the table, round or in a usual arrangement of its edges:
