@@ -194,7 +194,8 @@ def _pull_chairs(room: rooms.Room, metres: list[float]) -> list[str]:
     minor = np.linalg.svd(foot - centre, full_matrices=False)[2][1]
     chairs = [p for p in room.placed if p.group == "dining" and not p.anchor]
     for chair, m in zip(chairs, metres, strict=False):
-        side = 1.0 if float(np.dot(rooms._footprint(chair).mean(axis=0) - centre, minor)) > 0 else -1.0
+        out = float(np.dot(rooms._footprint(chair).mean(axis=0) - centre, minor))
+        side = 1.0 if out > 0 else -1.0
         d = minor * side * m
         pose = frames.translation((float(d[0]), float(d[1]), 0.0)) @ chair.pose
         room.placed[room.placed.index(chair)] = rooms.Placed(

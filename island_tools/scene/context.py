@@ -48,9 +48,10 @@ class RunOptions:
     # whose doubt is only about objects it does not hold, or about members it holds
     # (``doubt.hold_doubted_members``: those are kept where they stand), is refined for its
     # other members (every doubtful object stays where it stands, as fixed context); any
-    # other is left as the input holds it and reported like a refused group. --include-uncertain refines
-    # every uncertain group with all its members; --leave-uncertain leaves every one (the
-    # behaviour before issue 32). A group refined with its doubt open never reports pass.
+    # other is left as the input holds it and reported like a refused group.
+    # --include-uncertain refines every uncertain group with all its members;
+    # --leave-uncertain leaves every one (the behaviour before issue 32). A group refined
+    # with its doubt open never reports pass.
     include_uncertain: bool = False
     leave_uncertain: bool = False
 

@@ -9,8 +9,9 @@ is seen; members in order in no usual arrangement keep it as seen, and the group
 uncertain. A clearance is kept as seen where most members in order agree on it
 (``AGREE_SHARE`` within ``AGREE_GAP_M``, inside ``SEEN_CLEARANCE_M``: a chair tucked under
 its desk keeps its negative one); else the convention's, unless every member stands at
-its place facing the table within 30 deg (then the clearance is not settled: uncertain). :func:`group_hints` says how each
-value was inferred; :func:`spec_check` runs them through ``validate.resolve_target_spec``.
+its place facing the table within 30 deg (then the clearance is not settled: uncertain).
+:func:`group_hints` says how each value was inferred; :func:`spec_check` runs them through
+``validate.resolve_target_spec``.
 """
 from __future__ import annotations
 
