@@ -43,6 +43,12 @@ KIND_AREA_RATIO = 1.5        # footprint areas differing by more than this ratio
 # backs do not tell kinds apart.
 BACK_MIN_SHARE = 0.02        # a seat with a back
 NO_BACK_MAX_SHARE = 0.01     # a seat without one (a stool)
+# Two tables of one model side by side are one seating a room splits by nearness: near
+# enough that a seat between them stands within reach of both (a seat's reach plus its
+# depth), equal in every dimension to the measuring grid. When they hold different numbers
+# of seats, which table the odd seat belongs to is a guess whatever the gaps say.
+TWIN_SIZE_M = 0.05
+TWIN_APART_M = SEAT_REACH_M + 0.5
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -127,6 +133,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     held = {n: c for n, c in chosen.items() if c is not None}
     facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
+    twins = _twin_tables(live, held)
     for n, cs in cands.items():
         c = chosen.get(n)
         role = pieces[n].role.role
@@ -162,6 +169,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
+            elif c.anchor in twins:
+                out.uncertain[n] = twins[c.anchor]
             continue
         for x in cs:
             why = left.get(n) or (
@@ -204,6 +213,33 @@ def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
         where = (f"held by '{c.anchor}'" if c is not None else
                  "an anchor itself" if _anchor_role(p) is not None else "in no group")
         out[n] = f"a {p.role.role} {_gap_words(gap)} from the anchor, not held: {where}"
+    return out
+
+
+def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
+                 ) -> dict[str, str]:
+    """Table -> why its seats are in doubt: of two tables of one model standing side by side
+    (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats (which of them is the
+    pair's odd seat is not settled by where the seats stand)."""
+    tables = sorted(n for n, a in live.items() if _anchor_role(a) == "table")
+    count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
+    out: dict[str, str] = {}
+    for i, a in enumerate(tables):
+        for b in tables[i + 1:]:
+            sa, sb = live[a].shape, live[b].shape
+            size = np.abs(np.array([sa.length, sa.width, sa.height])
+                          - np.array([sb.length, sb.width, sb.height]))
+            if sa.round != sb.round or float(size.max()) > TWIN_SIZE_M or count[a] == count[b]:
+                continue
+            gap, _ = convex_signed_distance(sa.hull, sb.hull)
+            if gap > TWIN_APART_M:
+                continue
+            full, other = (a, b) if count[a] > count[b] else (b, a)
+            out.setdefault(full, (
+                f"'{full}' and '{other}' are one model side by side ({max(gap, 0):.2f} m "
+                f"apart): they hold {count[a] + count[b]} seats, {count[full]} here and "
+                f"{count[other]} there, and which table the odd seat belongs to is not "
+                "settled by where the seats stand"))
     return out
 
 
