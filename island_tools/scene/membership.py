@@ -27,6 +27,7 @@ from .members import (
     capacity,
     seat_at_table,
     seat_at_tv,
+    wall_behind,
 )
 from .propose_spec import Piece as _Piece
 
@@ -100,13 +101,17 @@ class _Membership:
     doubtful: dict[str, dict[str, str]]          # anchor -> object it does not hold -> why
     left: dict[str, str]                         # member-role object in no group -> why
     near: dict[str, dict[str, str]] = field(default_factory=dict)   # anchor -> unit by it
+    # anchor read as a table that may be a desk (holding one seat per DESK_PLACE_M) -> why
+    desk_reading: dict[str, str] = field(default_factory=dict)
 
 
 def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
-                unsettled: Sequence[Shape]) -> tuple[dict[str, _Piece], _Membership]:
+                unsettled: Sequence[Shape], walls: Sequence[Shape] = ()
+                ) -> tuple[dict[str, _Piece], _Membership]:
     """(the anchors that hold a group, who belongs where): coffee tables to sofas first (a
     sofa holding one anchors that group and is nobody's member), then one assignment of
-    every other member-role object over the whole room (``members.assign``)."""
+    every other member-role object over the whole room (``members.assign``). ``walls``:
+    the room's walls (a table with its long side against one may be a desk)."""
     sofas = {n: p for n, p in anchors.items() if _anchor_role(p) == "sofa"}
     tables = {n: _candidates(p, sofas) for n, p in pieces.items()
               if p.role.role == "coffee_table"}
@@ -124,16 +129,26 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     for n, c in chosen.items():
         if c is not None:
             by_anchor.setdefault(c.anchor, []).append(n)
+    kind_tie: dict[str, str] = {}   # held seat -> why its kind holds only by a tie
     for anchor, names in by_anchor.items():
         if _anchor_role(live[anchor]) in ("table", "desk"):
-            for n, why in _odd_seats(names, pieces, chosen).items():
+            odd, tie = _odd_seats(names, pieces, chosen)
+            for n, why in odd.items():
                 chosen[n] = None
                 left[n] = why
+            kind_tie.update(tie)
     orphans = _adopt_orphans(live, cands, chosen, caps)
     held = {n: c for n, c in chosen.items() if c is not None}
     facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
     twins = _twin_tables(live, held)
+    out.desk_reading = _desk_readings(live, walls)
+    rivals: dict[tuple[str, str], list[tuple[float, str, Candidate]]] = {}
+    for n, cs in cands.items():   # anchor slot -> who it left out for want of places
+        if chosen.get(n) is None and n not in left:
+            for x in cs:
+                if x.holds:
+                    rivals.setdefault((x.anchor, x.slot), []).append((x.cost, n, x))
     for n, cs in cands.items():
         c = chosen.get(n)
         role = pieces[n].role.role
@@ -150,6 +165,15 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"anchor: {o.evidence}")
             elif n in orphans:
                 out.uncertain[n] = orphans[n]
+            elif n in kind_tie:
+                out.uncertain[n] = kind_tie[n]
+            elif any(r[0] - c.cost < AMBIGUOUS_COST for r in rivals.get((c.anchor, c.slot), ())):
+                # the anchor's places are all taken and a seat it left out stands nearly as
+                # near: which of them is its member the geometry does not settle
+                _, r, x = min(rivals[(c.anchor, c.slot)])
+                out.uncertain[n] = (f"'{r}' stands nearly as near ({x.evidence}) and "
+                                    f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
+                                    "them: which is its member is a guess")
             elif (_anchor_role(live[c.anchor]) in ("table", "desk")
                   and c.gap_m > SEAT_FAR_M and others):
                 # pulled out further than a seat in order stands, with another anchor near
@@ -213,6 +237,25 @@ def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
         where = (f"held by '{c.anchor}'" if c is not None else
                  "an anchor itself" if _anchor_role(p) is not None else "in no group")
         out[n] = f"a {p.role.role} {_gap_words(gap)} from the anchor, not held: {where}"
+    return out
+
+
+def _desk_readings(live: Mapping[str, _Piece], walls: Sequence[Shape]) -> dict[str, str]:
+    """Anchor read as a table -> why it may be a desk (a desk holds one seat per
+    ``DESK_PLACE_M`` of its front, a table seats all round): a desk-shaped top whose front
+    is undetermined, or a rectangular table with a long side against a wall, where a desk
+    stands (one person at its open long side)."""
+    out = {}
+    for n, a in live.items():
+        if _anchor_role(a) != "table" or a.shape.round:
+            continue
+        if a.role.role == "desk":
+            out[n] = f"desk-shaped, its front undetermined ({a.front.how})"
+            continue
+        found = wall_behind(a.shape, walls, (a.shape.e_short, -a.shape.e_short))
+        if found is not None:
+            out[n] = (f"a table with its long side against wall '{found[1].name}', where a "
+                      "desk stands")
     return out
 
 
@@ -329,13 +372,16 @@ def _other_kind(a: _Piece, b: _Piece) -> str | None:
 
 
 def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
-               chosen: Mapping[str, Candidate | None]) -> dict[str, str]:
-    """Seats of another kind among a table's or a desk's (a stool or an armchair beside its
-    chairs, a lounge armchair beside a desk's office chair): not taken as members, but
-    named (``_other_kind`` says what makes two kinds). The kind most seats are (ties: the
-    nearer) holds."""
+               chosen: Mapping[str, Candidate | None]
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """(seats of another kind among a table's or a desk's -> why, held seats whose kind
+    holds only by a tie -> why). A stool or an armchair beside its chairs, a lounge
+    armchair beside a desk's office chair: not taken as members, but named
+    (``_other_kind`` says what makes two kinds). The kind most seats are holds; where two
+    kinds are as many, the nearer holds and its seats are in doubt (which kind is the
+    anchor's the geometry does not settle)."""
     if len(names) < 2:
-        return {}
+        return {}, {}
 
     def cost(n: str) -> float:
         c = chosen.get(n)
@@ -350,10 +396,14 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
         else:
             kinds.append([n])
     if len(kinds) < 2:
-        return {}
+        return {}, {}
     main = min(kinds, key=lambda k: (-len(k), sum(cost(n) for n in k)))
     ref = pieces[main[0]]
     out = {}
+    rival = [k for k in kinds if k is not main and len(k) == len(main)]
+    tie = {n: (f"its kind holds only by being nearer: as many seats of another kind "
+               f"({', '.join(repr(x) for x in rival[0])}) stand by the anchor")
+           for n in main} if rival else {}
     for kind in kinds:
         if kind is main:
             continue
@@ -363,7 +413,7 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
                       f"{s.height:.2f} m tall) among {len(main)} {ref.role.role}(s) "
                       f"({ref.shape.length:.2f}x{ref.shape.width:.2f} m): another kind of "
                       f"seat, {_other_kind(pieces[n], ref)}")
-    return out
+    return out, tie
 
 
 def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
