@@ -211,3 +211,37 @@ def test_a_table_against_a_wall_holding_two_seats_is_a_desk_or_a_table() -> None
     g = by_anchor(propose(free))["Object_1"]
     assert sorted(g["members"]) == ["Object_2", "Object_9"]
     assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+def test_a_desk_whose_front_is_undetermined_is_uncertain_even_with_one_seat(monkeypatch
+                                                                            ) -> None:
+    """A desk-shaped top standing free whose front the geometry does not settle (the
+    detector made to say so): read as a table, the side its chair belongs at cannot be
+    placed, so the group is uncertain and says why; with its front it is confident."""
+    import island_tools.scene.propose as propose_mod
+    from island_tools.scene.members import Front
+
+    desk, chair = piece("desk", 3), asset("caysonverse/chairDesk.glb")
+    room = rooms.Room((10.0, 10.0))
+    room.placed.append(rooms.Placed("Object_1", desk, desk.pose(np.zeros(2),
+                                                                np.array([0.0, -1.0])),
+                                    "desk", "office", True))
+    cd, _ = chair.extents()
+    room.placed.append(rooms.Placed(
+        "Object_2", chair, chair.pose(np.array([0.0, -desk.extents()[0] / 2 - CHAIR_GAP_M
+                                                - cd / 2]), np.array([0.0, 1.0])),
+        "office_chair", "office"))
+    g = by_anchor(propose(room))["Object_1"]
+    assert g["members"] == ["Object_2"]
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+    real = propose_mod.detect_front
+
+    def undetermined_desk(s, role, walls):   # type: ignore[no-untyped-def]
+        return Front(None, "undetermined (symmetric front and back)", 0.0) \
+            if role == "desk" else real(s, role, walls)
+
+    monkeypatch.setattr(propose_mod, "detect_front", undetermined_desk)
+    g = by_anchor(propose(room))["Object_1"]
+    assert g["members"] == ["Object_2"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert any("front is undetermined" in r for r in g["proposal"]["reasons"])

@@ -213,6 +213,10 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
         anchor_conf = min(anchor_conf, 0.45)
     elif role in ("tv_stand", "bed", "sofa"):
         anchor_evidence += f"; front {a.front.how}"
+    elif a.role.role == "desk":   # read as a table: where its seat belongs is not settled
+        reasons.append(f"a desk whose front is undetermined ({a.front.how}): read as a "
+                       "table, the side its seat belongs at cannot be placed")
+        anchor_conf = min(anchor_conf, 0.45)
     if a.role.hinted:
         anchor_evidence += " (its name agrees)"
     if not a.role.settled and a.role.runner_up:
