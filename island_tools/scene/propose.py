@@ -16,8 +16,10 @@ front or role the geometry does not settle, members in order in no usual arrange
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
 reasons; so does a held seat whose place does not settle it (pulled far out near a second
 anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its
-front is undetermined), and a seat of another kind beside the anchor's seats (no back among
-backs, a footprint of another size) is named, not held (``membership``). An uncertain group
+front is undetermined or the table may be a desk against a wall, held while an as-near seat
+was left out for want of places, one of twin tables' uneven split), and a seat of another
+kind beside the anchor's seats (no back among backs, a footprint of another size) is named,
+not held (``membership``). An uncertain group
 names everything standing by its anchor; an anchor whose seats went nowhere keeps them as
 doubts rather than vanish. Context (``CONTEXT_ROLES``) never makes a group uncertain.
 Target specs come from the anchor and the members in order (``propose_spec.group_hints``:
