@@ -337,3 +337,27 @@ def test_tables_that_are_no_uneven_twin_pair_stay_confident(what: str, seats_b: 
     twin_tables(room, 2, seats_b, b_seed=b_seed, apart_m=apart_m)
     for g in propose(room)["groups"]:
         assert g["proposal"]["status"] == "confident", (what, g["proposal"]["reasons"])
+
+
+def test_a_table_whose_seats_all_went_to_its_neighbour_is_not_lost() -> None:
+    """Table a's one chair pushed into the aisle, 0.35 m from a and 0.20 m from table b
+    (which holds its own chair too): the assignment gives it to b, yet a stands with a seat
+    in reach - it takes that seat in doubt (b names it), rather than vanish from the graph."""
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    hy, d = half(table, 1), depth(chair)
+    apart = 0.35 + d + 0.20
+    ya, yb = hy + apart / 2, -(hy + apart / 2)
+    place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
+    place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    place(room, "Object_10", chair, (0.3, ya - hy - 0.35 - d / 2), facing=(0.0, 1.0),
+          yaw=170.0, group="a", role="chair")
+    place(room, "Object_20", chair, (0.0, yb - hy - CHAIR_GAP_M - d / 2), facing=(0.0, 1.0),
+          group="b", role="chair")
+    got = by_anchor(propose(room))
+    assert set(got) == {"Object_1", "Object_2"}
+    a, b = got["Object_1"], got["Object_2"]
+    assert a["members"] == ["Object_10"] and b["members"] == ["Object_20"]
+    assert a["proposal"]["status"] == "uncertain"
+    assert "Object_10" in a["proposal"]["uncertain_members"]
+    assert "Object_10" in b["proposal"]["doubtful"]

@@ -312,7 +312,8 @@ def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Cand
     """An anchor left holding nothing while member-role objects no anchor holds stand near
     it (beyond a member's reach, or left out as another kind of seat) is not lost: it takes
     the nearest of them, up to its capacity per slot, as doubtful members (the group is
-    uncertain, the doubt named). Returns member -> why it is in doubt."""
+    uncertain, the doubt named); one whose seats within reach all went to an anchor holding
+    several takes the one whose move costs least. Returns member -> why it is in doubt."""
     holding = {c.anchor for c in chosen.values() if c is not None}
     offers: list[tuple[float, str, Candidate]] = []
     for n, cs in cands.items():
@@ -333,6 +334,29 @@ def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Cand
         chosen[n] = c
         out[n] = (f"no anchor holds it and this one holds nothing else: {c.evidence}; taken "
                   "as a doubtful member so the group is not lost")
+    # still holding nothing while seats within its reach went to an anchor holding more
+    # than one: it takes the one whose move costs least (the assignment's choice between
+    # the two was a matter of cost, and an anchor with seats by it is not silently lost)
+    count: dict[str, int] = {}
+    for c2 in chosen.values():
+        if c2 is not None:
+            count[c2.anchor] = count.get(c2.anchor, 0) + 1
+    moves: list[tuple[float, str, Candidate, str]] = []
+    for n, cs in cands.items():
+        now = chosen.get(n)
+        if now is None:
+            continue
+        for c in cs:
+            if c.holds and c.anchor in live and c.anchor not in count:
+                moves.append((c.cost - now.cost, n, c, now.anchor))
+    for _, n, c, donor in sorted(moves, key=lambda m: (m[0], m[1], m[2].anchor)):
+        if c.anchor in count or count.get(donor, 0) < 2 or n in out:
+            continue
+        chosen[n] = c
+        count[donor] -= 1
+        count[c.anchor] = 1
+        out[n] = (f"'{donor}' held it among {count[donor] + 1} and this anchor held nothing: "
+                  f"{c.evidence}; taken as a doubtful member so the group is not lost")
     return out
 
 
