@@ -402,8 +402,9 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
     holds only by a tie -> why). A stool or an armchair beside its chairs, a lounge
     armchair beside a desk's office chair: not taken as members, but named
     (``_other_kind`` says what makes two kinds). The kind most seats are holds; where two
-    kinds are as many, the nearer holds and its seats are in doubt (which kind is the
-    anchor's the geometry does not settle)."""
+    kinds are as many, the nearer holds, and its seats are in doubt when the other stands
+    nearly as near (``AMBIGUOUS_COST`` on average: which kind is the anchor's the geometry
+    does not settle)."""
     if len(names) < 2:
         return {}, {}
 
@@ -424,9 +425,12 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
     main = min(kinds, key=lambda k: (-len(k), sum(cost(n) for n in k)))
     ref = pieces[main[0]]
     out = {}
-    rival = [k for k in kinds if k is not main and len(k) == len(main)]
+    # as many seats of another kind, nearly as near on average: which kind it is, is a guess
+    rival = [k for k in kinds if k is not main and len(k) == len(main)
+             and (sum(cost(n) for n in k) - sum(cost(n) for n in main)) / len(k)
+             < AMBIGUOUS_COST]
     tie = {n: (f"its kind holds only by being nearer: as many seats of another kind "
-               f"({', '.join(repr(x) for x in rival[0])}) stand by the anchor")
+               f"({', '.join(repr(x) for x in rival[0])}) stand nearly as near")
            for n in main} if rival else {}
     for kind in kinds:
         if kind is main:
