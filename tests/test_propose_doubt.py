@@ -288,3 +288,76 @@ def test_seats_of_one_set_are_never_split(chair: tuple[float, float, float, floa
     (g,) = propose(room)["groups"]
     assert sorted(g["members"]) == [f"Object_{10 + i}" for i in range(4)], g["proposal"]
     assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+# ------------------------------------------------------- twin tables side by side
+def twin_tables(room: rooms.Room, seats_a: int, seats_b: int, b_seed: int = 3,
+                apart_m: float = 0.6) -> None:
+    """Table a (``table_rect`` 3) and table b (seed ``b_seed``: 3 is the same model) side by
+    side along y, ``apart_m`` between their edges; each with its seats 0.15 m off its outer
+    long side, facing it (truth: each table's own)."""
+    a, b = piece("table_rect", 3), piece("table_rect", b_seed)
+    chair = piece("dining_chair", 3)
+    d = depth(chair)
+    ya, yb = half(a, 1) + apart_m / 2, -(half(b, 1) + apart_m / 2)
+    place(room, "Object_1", a, (0.0, ya), group="a", anchor=True, role="table")
+    place(room, "Object_2", b, (0.0, yb), group="b", anchor=True, role="table")
+    for gid, n, y, sign, first in (("a", seats_a, ya + half(a, 1), 1, 10),
+                                   ("b", seats_b, yb - half(b, 1), -1, 20)):
+        for i, x in enumerate((-0.35, 0.35)[:n] if n > 1 else (0.0,)):
+            place(room, f"Object_{first + i}", chair, (x, y + sign * (CHAIR_GAP_M + d / 2)),
+                  facing=(0.0, -sign), group=gid, role="chair")
+
+
+def test_twin_tables_splitting_their_seats_unevenly_leave_the_fuller_one_in_doubt() -> None:
+    """Two tables of one model 0.6 m apart holding 2 and 1 seats: which table the odd seat
+    belongs to is a guess whatever the gaps say, so the fuller table is uncertain with its
+    seats named (the other is not in doubt: its one seat is its own)."""
+    room = rooms.Room((10.0, 10.0))
+    twin_tables(room, 2, 1)
+    got = by_anchor(propose(room))
+    a, b = got["Object_1"], got["Object_2"]
+    assert sorted(a["members"]) == ["Object_10", "Object_11"]
+    assert b["members"] == ["Object_20"]
+    assert a["proposal"]["status"] == "uncertain"
+    for m in ("Object_10", "Object_11"):
+        assert "'Object_2'" in a["proposal"]["uncertain_members"][m]
+    assert b["proposal"]["status"] == "confident", b["proposal"]["reasons"]
+
+
+@pytest.mark.parametrize("what,seats_b,b_seed,apart_m", [
+    ("an even split", 2, 3, 0.6),
+    ("another model beside it", 1, 5, 0.6),
+    ("the same model 1.5 m away", 1, 3, 1.5),
+])
+def test_tables_that_are_no_uneven_twin_pair_stay_confident(what: str, seats_b: int,
+                                                            b_seed: int, apart_m: float
+                                                            ) -> None:
+    room = rooms.Room((10.0, 10.0))
+    twin_tables(room, 2, seats_b, b_seed=b_seed, apart_m=apart_m)
+    for g in propose(room)["groups"]:
+        assert g["proposal"]["status"] == "confident", (what, g["proposal"]["reasons"])
+
+
+def test_a_table_whose_seats_all_went_to_its_neighbour_is_not_lost() -> None:
+    """Table a's one chair pushed into the aisle, 0.35 m from a and 0.20 m from table b
+    (which holds its own chair too): the assignment gives it to b, yet a stands with a seat
+    in reach - it takes that seat in doubt (b names it), rather than vanish from the graph."""
+    room = rooms.Room((10.0, 10.0))
+    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
+    hy, d = half(table, 1), depth(chair)
+    apart = 0.35 + d + 0.20
+    ya, yb = hy + apart / 2, -(hy + apart / 2)
+    place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
+    place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    place(room, "Object_10", chair, (0.3, ya - hy - 0.35 - d / 2), facing=(0.0, 1.0),
+          yaw=170.0, group="a", role="chair")
+    place(room, "Object_20", chair, (0.0, yb - hy - CHAIR_GAP_M - d / 2), facing=(0.0, 1.0),
+          group="b", role="chair")
+    got = by_anchor(propose(room))
+    assert set(got) == {"Object_1", "Object_2"}
+    a, b = got["Object_1"], got["Object_2"]
+    assert a["members"] == ["Object_10"] and b["members"] == ["Object_20"]
+    assert a["proposal"]["status"] == "uncertain"
+    assert "Object_10" in a["proposal"]["uncertain_members"]
+    assert "Object_10" in b["proposal"]["doubtful"]

@@ -58,6 +58,7 @@ AMBIGUOUS_COST = 0.25        # a member this close in cost to a second anchor is
 NONE_COST = 2.0              # more than any candidate costs
 _NEVER = 1e6
 WALL_BEHIND_M = 0.25
+WALL_INSIDE_M = 0.1          # a piece this far into a wall's hull still stands at it
 
 
 # --------------------------------------------------------------------------- fronts
@@ -98,16 +99,32 @@ def detect_front(s: Shape, role: str | None, walls: Sequence[Shape]) -> Front:
             part = "headboard" if role == "bed" else "back"
             return Front(snap(-off, s), f"from the {part}'s side (detector undetermined: "
                                           f"{why})", 0.6)
-    if role in ("tv_stand", "sofa", "bed", "desk", "nightstand") and len(s.hull) >= 3:
-        for back in (s.e_short, -s.e_short, s.e_long, -s.e_long):
-            for w in walls:
-                if len(w.hull) < 3 or abs(float(w.e_long @ back)) > 0.3:
-                    continue
-                gap, _ = convex_signed_distance(s.hull, w.hull)
-                if gap <= WALL_BEHIND_M and float((w.centre - s.centre) @ back) > 0:
-                    return Front(-back, f"its back against wall '{w.name}' (detector "
-                                         f"undetermined: {why})", 0.55)
+    if role in ("tv_stand", "sofa", "bed", "desk", "nightstand"):
+        found_wall = wall_behind(s, walls, (s.e_short, -s.e_short, s.e_long, -s.e_long))
+        if found_wall is not None:
+            back, w = found_wall
+            return Front(-back, f"its back against wall '{w.name}' (detector "
+                                 f"undetermined: {why})", 0.55)
     return Front(None, f"undetermined ({why})" if why else "undetermined", 0.0)
+
+
+def wall_behind(s: Shape, walls: Sequence[Shape], backs: Sequence[np.ndarray]
+                ) -> tuple[np.ndarray, Shape] | None:
+    """(the side of ``backs`` that stands against a wall, the wall): the first side whose
+    wall runs along it within ``WALL_BEHIND_M`` (up to ``WALL_INSIDE_M`` into it; None: no
+    side does)."""
+    if len(s.hull) < 3:
+        return None
+    for back in backs:
+        for w in walls:
+            if len(w.hull) < 3 or abs(float(w.e_long @ back)) > 0.3:
+                continue
+            gap, _ = convex_signed_distance(s.hull, w.hull)
+            # deep inside a wall's hull is inside a room shell given as one mesh, not at it
+            if (-WALL_INSIDE_M <= gap <= WALL_BEHIND_M
+                    and float((w.centre - s.centre) @ back) > 0):
+                return back, w
+    return None
 
 
 # --------------------------------------------------------------------------- membership

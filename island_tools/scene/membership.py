@@ -27,6 +27,7 @@ from .members import (
     capacity,
     seat_at_table,
     seat_at_tv,
+    wall_behind,
 )
 from .propose_spec import Piece as _Piece
 
@@ -43,6 +44,12 @@ KIND_AREA_RATIO = 1.5        # footprint areas differing by more than this ratio
 # backs do not tell kinds apart.
 BACK_MIN_SHARE = 0.02        # a seat with a back
 NO_BACK_MAX_SHARE = 0.01     # a seat without one (a stool)
+# Two tables of one model side by side are one seating a room splits by nearness: near
+# enough that a seat between them stands within reach of both (a seat's reach plus its
+# depth), equal in every dimension to the measuring grid. When they hold different numbers
+# of seats, which table the odd seat belongs to is a guess whatever the gaps say.
+TWIN_SIZE_M = 0.05
+TWIN_APART_M = SEAT_REACH_M + 0.5
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -94,13 +101,17 @@ class _Membership:
     doubtful: dict[str, dict[str, str]]          # anchor -> object it does not hold -> why
     left: dict[str, str]                         # member-role object in no group -> why
     near: dict[str, dict[str, str]] = field(default_factory=dict)   # anchor -> unit by it
+    # anchor read as a table that may be a desk (holding one seat per DESK_PLACE_M) -> why
+    desk_reading: dict[str, str] = field(default_factory=dict)
 
 
 def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
-                unsettled: Sequence[Shape]) -> tuple[dict[str, _Piece], _Membership]:
+                unsettled: Sequence[Shape], walls: Sequence[Shape] = ()
+                ) -> tuple[dict[str, _Piece], _Membership]:
     """(the anchors that hold a group, who belongs where): coffee tables to sofas first (a
     sofa holding one anchors that group and is nobody's member), then one assignment of
-    every other member-role object over the whole room (``members.assign``)."""
+    every other member-role object over the whole room (``members.assign``). ``walls``:
+    the room's walls (a table with its long side against one may be a desk)."""
     sofas = {n: p for n, p in anchors.items() if _anchor_role(p) == "sofa"}
     tables = {n: _candidates(p, sofas) for n, p in pieces.items()
               if p.role.role == "coffee_table"}
@@ -118,15 +129,26 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     for n, c in chosen.items():
         if c is not None:
             by_anchor.setdefault(c.anchor, []).append(n)
+    kind_tie: dict[str, str] = {}   # held seat -> why its kind holds only by a tie
     for anchor, names in by_anchor.items():
         if _anchor_role(live[anchor]) in ("table", "desk"):
-            for n, why in _odd_seats(names, pieces, chosen).items():
+            odd, tie = _odd_seats(names, pieces, chosen)
+            for n, why in odd.items():
                 chosen[n] = None
                 left[n] = why
+            kind_tie.update(tie)
     orphans = _adopt_orphans(live, cands, chosen, caps)
     held = {n: c for n, c in chosen.items() if c is not None}
     facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
+    twins = _twin_tables(live, held)
+    out.desk_reading = _desk_readings(live, walls)
+    rivals: dict[tuple[str, str], list[tuple[float, str, Candidate]]] = {}
+    for n, cs in cands.items():   # anchor slot -> who it left out for want of places
+        if chosen.get(n) is None and n not in left:
+            for x in cs:
+                if x.holds:
+                    rivals.setdefault((x.anchor, x.slot), []).append((x.cost, n, x))
     for n, cs in cands.items():
         c = chosen.get(n)
         role = pieces[n].role.role
@@ -143,6 +165,15 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"anchor: {o.evidence}")
             elif n in orphans:
                 out.uncertain[n] = orphans[n]
+            elif n in kind_tie:
+                out.uncertain[n] = kind_tie[n]
+            elif any(r[0] - c.cost < AMBIGUOUS_COST for r in rivals.get((c.anchor, c.slot), ())):
+                # the anchor's places are all taken and a seat it left out stands nearly as
+                # near: which of them is its member the geometry does not settle
+                _, r, x = min(rivals[(c.anchor, c.slot)])
+                out.uncertain[n] = (f"'{r}' stands nearly as near ({x.evidence}) and "
+                                    f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
+                                    "them: which is its member is a guess")
             elif (_anchor_role(live[c.anchor]) in ("table", "desk")
                   and c.gap_m > SEAT_FAR_M and others):
                 # pulled out further than a seat in order stands, with another anchor near
@@ -162,6 +193,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
+            elif c.anchor in twins:
+                out.uncertain[n] = twins[c.anchor]
             continue
         for x in cs:
             why = left.get(n) or (
@@ -207,6 +240,52 @@ def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
     return out
 
 
+def _desk_readings(live: Mapping[str, _Piece], walls: Sequence[Shape]) -> dict[str, str]:
+    """Anchor read as a table -> why it may be a desk (a desk holds one seat per
+    ``DESK_PLACE_M`` of its front, a table seats all round): a desk-shaped top whose front
+    is undetermined, or a rectangular table with a long side against a wall, where a desk
+    stands (one person at its open long side)."""
+    out = {}
+    for n, a in live.items():
+        if _anchor_role(a) != "table" or a.shape.round:
+            continue
+        if a.role.role == "desk":
+            out[n] = f"desk-shaped, its front undetermined ({a.front.how})"
+            continue
+        found = wall_behind(a.shape, walls, (a.shape.e_short, -a.shape.e_short))
+        if found is not None:
+            out[n] = (f"a table with its long side against wall '{found[1].name}', where a "
+                      "desk stands")
+    return out
+
+
+def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
+                 ) -> dict[str, str]:
+    """Table -> why its seats are in doubt: of two tables of one model standing side by side
+    (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats (which of them is the
+    pair's odd seat is not settled by where the seats stand)."""
+    tables = sorted(n for n, a in live.items() if _anchor_role(a) == "table")
+    count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
+    out: dict[str, str] = {}
+    for i, a in enumerate(tables):
+        for b in tables[i + 1:]:
+            sa, sb = live[a].shape, live[b].shape
+            size = np.abs(np.array([sa.length, sa.width, sa.height])
+                          - np.array([sb.length, sb.width, sb.height]))
+            if sa.round != sb.round or float(size.max()) > TWIN_SIZE_M or count[a] == count[b]:
+                continue
+            gap, _ = convex_signed_distance(sa.hull, sb.hull)
+            if gap > TWIN_APART_M:
+                continue
+            full, other = (a, b) if count[a] > count[b] else (b, a)
+            out.setdefault(full, (
+                f"'{full}' and '{other}' are one model side by side ({max(gap, 0):.2f} m "
+                f"apart): they hold {count[a] + count[b]} seats, {count[full]} here and "
+                f"{count[other]} there, and which table the odd seat belongs to is not "
+                "settled by where the seats stand"))
+    return out
+
+
 def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
                    ) -> dict[str, tuple[str, str]]:
     """TV stand -> (the seat its other seats are judged against, why): one that faces it
@@ -233,7 +312,8 @@ def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Cand
     """An anchor left holding nothing while member-role objects no anchor holds stand near
     it (beyond a member's reach, or left out as another kind of seat) is not lost: it takes
     the nearest of them, up to its capacity per slot, as doubtful members (the group is
-    uncertain, the doubt named). Returns member -> why it is in doubt."""
+    uncertain, the doubt named); one whose seats within reach all went to an anchor holding
+    several takes the one whose move costs least. Returns member -> why it is in doubt."""
     holding = {c.anchor for c in chosen.values() if c is not None}
     offers: list[tuple[float, str, Candidate]] = []
     for n, cs in cands.items():
@@ -254,6 +334,29 @@ def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Cand
         chosen[n] = c
         out[n] = (f"no anchor holds it and this one holds nothing else: {c.evidence}; taken "
                   "as a doubtful member so the group is not lost")
+    # still holding nothing while seats within its reach went to an anchor holding more
+    # than one: it takes the one whose move costs least (the assignment's choice between
+    # the two was a matter of cost, and an anchor with seats by it is not silently lost)
+    count: dict[str, int] = {}
+    for c2 in chosen.values():
+        if c2 is not None:
+            count[c2.anchor] = count.get(c2.anchor, 0) + 1
+    moves: list[tuple[float, str, Candidate, str]] = []
+    for n, cs in cands.items():
+        now = chosen.get(n)
+        if now is None:
+            continue
+        for c in cs:
+            if c.holds and c.anchor in live and c.anchor not in count:
+                moves.append((c.cost - now.cost, n, c, now.anchor))
+    for _, n, c, donor in sorted(moves, key=lambda m: (m[0], m[1], m[2].anchor)):
+        if c.anchor in count or count.get(donor, 0) < 2 or n in out:
+            continue
+        chosen[n] = c
+        count[donor] -= 1
+        count[c.anchor] = 1
+        out[n] = (f"'{donor}' held it among {count[donor] + 1} and this anchor held nothing: "
+                  f"{c.evidence}; taken as a doubtful member so the group is not lost")
     return out
 
 
@@ -293,13 +396,17 @@ def _other_kind(a: _Piece, b: _Piece) -> str | None:
 
 
 def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
-               chosen: Mapping[str, Candidate | None]) -> dict[str, str]:
-    """Seats of another kind among a table's or a desk's (a stool or an armchair beside its
-    chairs, a lounge armchair beside a desk's office chair): not taken as members, but
-    named (``_other_kind`` says what makes two kinds). The kind most seats are (ties: the
-    nearer) holds."""
+               chosen: Mapping[str, Candidate | None]
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """(seats of another kind among a table's or a desk's -> why, held seats whose kind
+    holds only by a tie -> why). A stool or an armchair beside its chairs, a lounge
+    armchair beside a desk's office chair: not taken as members, but named
+    (``_other_kind`` says what makes two kinds). The kind most seats are holds; where two
+    kinds are as many, the nearer holds, and its seats are in doubt when the other stands
+    nearly as near (``AMBIGUOUS_COST`` on average: which kind is the anchor's the geometry
+    does not settle)."""
     if len(names) < 2:
-        return {}
+        return {}, {}
 
     def cost(n: str) -> float:
         c = chosen.get(n)
@@ -314,10 +421,17 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
         else:
             kinds.append([n])
     if len(kinds) < 2:
-        return {}
+        return {}, {}
     main = min(kinds, key=lambda k: (-len(k), sum(cost(n) for n in k)))
     ref = pieces[main[0]]
     out = {}
+    # as many seats of another kind, nearly as near on average: which kind it is, is a guess
+    rival = [k for k in kinds if k is not main and len(k) == len(main)
+             and (sum(cost(n) for n in k) - sum(cost(n) for n in main)) / len(k)
+             < AMBIGUOUS_COST]
+    tie = {n: (f"its kind holds only by being nearer: as many seats of another kind "
+               f"({', '.join(repr(x) for x in rival[0])}) stand nearly as near")
+           for n in main} if rival else {}
     for kind in kinds:
         if kind is main:
             continue
@@ -327,7 +441,7 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
                       f"{s.height:.2f} m tall) among {len(main)} {ref.role.role}(s) "
                       f"({ref.shape.length:.2f}x{ref.shape.width:.2f} m): another kind of "
                       f"seat, {_other_kind(pieces[n], ref)}")
-    return out
+    return out, tie
 
 
 def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:

@@ -16,8 +16,10 @@ front or role the geometry does not settle, members in order in no usual arrange
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
 reasons; so does a held seat whose place does not settle it (pulled far out near a second
 anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its
-front is undetermined), and a seat of another kind beside the anchor's seats (no back among
-backs, a footprint of another size) is named, not held (``membership``). An uncertain group
+front is undetermined or the table may be a desk against a wall, held while an as-near seat
+was left out for want of places, one of twin tables' uneven split), and a seat of another
+kind beside the anchor's seats (no back among backs, a footprint of another size) is named,
+not held (``membership``). An uncertain group
 names everything standing by its anchor; an anchor whose seats went nowhere keeps them as
 doubts rather than vanish. Context (``CONTEXT_ROLES``) never makes a group uncertain.
 Target specs come from the anchor and the members in order (``propose_spec.group_hints``:
@@ -137,7 +139,7 @@ def propose_units(units: Mapping[str, UnitInput], unit_scale: float = 1.0,
     for p in pieces.values():
         p.front = detect_front(p.shape, p.role.role, walls)
     anchors = {n: p for n, p in pieces.items() if _anchor_role(p) is not None}
-    live, found = _membership(pieces, anchors, unsettled)
+    live, found = _membership(pieces, anchors, unsettled, walls)
     groups_by_anchor: dict[str, list[str]] = {}
     for name, c in found.held.items():
         groups_by_anchor.setdefault(c.anchor, []).append(name)
@@ -213,6 +215,10 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
         anchor_conf = min(anchor_conf, 0.45)
     elif role in ("tv_stand", "bed", "sofa"):
         anchor_evidence += f"; front {a.front.how}"
+    elif a.role.role == "desk":   # read as a table: where its seat belongs is not settled
+        reasons.append(f"a desk whose front is undetermined ({a.front.how}): read as a "
+                       "table, the side its seat belongs at cannot be placed")
+        anchor_conf = min(anchor_conf, 0.45)
     if a.role.hinted:
         anchor_evidence += " (its name agrees)"
     if not a.role.settled and a.role.runner_up:
@@ -220,21 +226,21 @@ def _group(anchor: str, members: list[str], pieces: Mapping[str, _Piece],
                        f"{a.role.runner_up[0]} {a.role.runner_up[1]:.2f}")
     if unclear:
         reasons.append(unclear)
-    if role == "table" and a.role.role == "desk":
-        # desk-shaped, its front undetermined: read as a table its whole perimeter holds
-        # seats, as a desk only its front (one per DESK_PLACE_M); where the readings hold
-        # different seats, the geometry has not settled which, and the extra are in doubt
+    if anchor in found.desk_reading:
+        # read as a table its whole perimeter holds seats, as a desk only its front (one
+        # per DESK_PLACE_M); where the readings hold different seats, the geometry has not
+        # settled which, and the extra are in doubt
+        why = found.desk_reading[anchor]
         at_desk = max(1, int(a.shape.length // DESK_PLACE_M))
         if len(members) > at_desk:
             extra = sorted(members, key=lambda m: (found.held[m].cost, m))[at_desk:]
             for m in extra:
-                uncertain.setdefault(m, f"held only if '{anchor}' is a table: desk-shaped, its "
-                                        f"front undetermined ({a.front.how}), as a desk it "
-                                        f"holds {at_desk}")
+                uncertain.setdefault(m, f"held only if '{anchor}' is a table: {why}, as a "
+                                        f"desk it holds {at_desk}")
                 member_conf[m] = min(member_conf[m], 0.45)
-            reasons.append(f"desk or table: a desk-shaped top whose front is undetermined, "
-                           f"read as a table it holds {len(members)} seats, as a desk "
-                           f"{at_desk} ({', '.join(repr(m) for m in extra)} in doubt)")
+            reasons.append(f"desk or table: {why}; read as a table it holds {len(members)} "
+                           f"seats, as a desk {at_desk} ({', '.join(repr(m) for m in extra)} "
+                           "in doubt)")
     doubtful = {n: why for n, why in sorted(found.doubtful.get(anchor, {}).items())
                 if n not in members and n != anchor}
     for n, why in doubtful.items():
