@@ -68,22 +68,46 @@ class Context:
             return self._band[1]
         out = []
         for name in self.names:
-            v, f = self._meshes[name]
-            if not len(f):
-                continue
-            z = v[f][:, :, 2]
-            keep = (z.max(axis=1) > floor_z + FLOOR_BAND_M) & (z.min(axis=1) < top_z + ABOVE_M)
-            if not keep.any():
-                continue
+            ob = _band_obstacle(name, *self._meshes[name], key)
+            if ob is not None:
+                out.append(ob)
+        self._band = (key, out)
+        return out
+
+
+# The band part of a context object, with its triangle index once built, is kept per
+# (name, mesh, band) in this process: a run measures the same context at every iteration
+# with a new GeometryContext (``iteration._geometry``), and cutting a 90k-triangle unit to
+# the band and indexing it cost more than measuring against it. The last BANDS_KEPT.
+_BANDS: dict[tuple[str, str, tuple[float, float]], Obstacle | None] = {}
+BANDS_KEPT = 64
+
+
+def _band_obstacle(name: str, v: np.ndarray, f: np.ndarray, key: tuple[float, float]
+                   ) -> Obstacle | None:
+    """The triangles of one context object in the band ``key`` (floor, top), or None when
+    none are; remembered (``_BANDS``)."""
+    slot = (name, meshcache.mesh_digest(v, f), key) if len(f) else None
+    if slot is not None and slot in _BANDS:
+        return _BANDS[slot]
+    out = None
+    if len(f):
+        floor_z, top_z = key
+        z = v[f][:, :, 2]
+        keep = (z.max(axis=1) > floor_z + FLOOR_BAND_M) & (z.min(axis=1) < top_z + ABOVE_M)
+        if keep.any():
             faces = f[keep]
             used, inverse = np.unique(faces, return_inverse=True)
             verts = v[used]
             faces = inverse.reshape(-1, 3)
             tris2 = verts[faces][:, :, :2]
             flat = tris2.reshape(-1, 2)
-            out.append(Obstacle(name, tris2, verts, faces, flat.min(axis=0), flat.max(axis=0)))
-        self._band = (key, out)
-        return out
+            out = Obstacle(name, tris2, verts, faces, flat.min(axis=0), flat.max(axis=0))
+    if slot is not None:
+        while len(_BANDS) >= BANDS_KEPT:
+            _BANDS.pop(next(iter(_BANDS)))
+        _BANDS[slot] = out
+    return out
 
 
 def load(path: str | os.PathLike[str]) -> Meshes | None:
