@@ -247,6 +247,24 @@ def test_the_nearest_triangle_search_gives_the_plain_minimum(seed: int) -> None:
         assert nearest_signed_distance(hull, tris, index, cutoff=0.0) == min(exact, 0.0)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_facing_chain_gives_the_same_distances(seed: int) -> None:
+    """``signed_distances(..., facing=True)`` measures the gaps from the hull's chain that
+    faces the triangles only: the same floats as from the whole hull, for batches of a
+    chair's nearby triangles apart from, touching and inside dense and simple footprints."""
+    tris = _chair_tris()
+    rng = np.random.default_rng(seed)
+    for hull in _hulls():
+        for _ in range(25):
+            hull2 = _rotate(hull, float(rng.uniform(0, 360)))
+            pick = rng.choice(len(tris), size=int(rng.integers(1, 300)), replace=False)
+            centres = tris[pick].mean(axis=1)
+            batch = tris[pick[np.argsort(np.linalg.norm(centres - centres[0], axis=1))[:48]]]
+            moved = hull2 + batch.reshape(-1, 2).mean(axis=0) + rng.uniform(-0.8, 0.8, 2)
+            assert np.array_equal(signed_distances(moved, batch, facing=True),
+                                  signed_distances(moved, batch))
+
+
 def test_penetrations_and_nearest_match_the_distances() -> None:
     from island_tools.measure.obstacles import Context
 

@@ -144,9 +144,16 @@ def _point_segment(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarr
     return np.linalg.norm(points[:, None, :] - closest, axis=-1)
 
 
-def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
+def signed_distances(hull: np.ndarray, tris2: np.ndarray, facing: bool = False
+                     ) -> np.ndarray:
     """Per triangle: the gap between the convex polygon ``hull`` (n, 2) and the triangle's
-    projection (or segment), or minus the penetration depth where they overlap."""
+    projection (or segment), or minus the penetration depth where they overlap.
+
+    ``facing``: the gaps from the hull's chain that faces the triangles' bounding box only
+    (its edges whose outward side meets the box, and their vertices), the same floats: the
+    nearest point of a convex polygon to a point outside it lies on an edge that point is
+    on the outward side of, so the pair that gives a gap is always in that chain, and
+    every value is the same computation on the same pair."""
     if not len(tris2):
         return np.zeros(0)
     p_axes = _normals(np.roll(hull, -1, axis=0) - hull)                # (n, 2)
@@ -172,12 +179,28 @@ def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
     out[inside] = -depth[inside]
     if (~inside).any():
         rest = tris2[~inside]
+        ends = np.roll(hull, -1, axis=0)
+        starts, vertices = hull, hull
+        if facing:
+            flat = rest.reshape(-1, 2)
+            corners = np.array([flat.min(axis=0), flat.max(axis=0)])
+            corners = np.array([[x, y] for x in corners[:, 0] for y in corners[:, 1]])
+            offsets = (p_axes * hull).sum(axis=1)
+            seen = (corners @ p_axes.T).max(axis=0) - offsets >= -_FACING_SLACK_M
+            seen |= np.linalg.norm(p_axes, axis=-1) <= 0.5   # no direction: keep
+            if 0 < seen.sum() < len(hull):
+                starts, ends = hull[seen], ends[seen]
+                vertices = hull[seen | np.roll(seen, 1)]   # both ends of each facing edge
         ta, tb = rest.reshape(-1, 2), np.roll(rest, -1, axis=1).reshape(-1, 2)
-        d1 = _point_segment(hull, ta, tb).reshape(len(hull), len(rest), 3).min(axis=(0, 2))
-        d2 = _point_segment(rest.reshape(-1, 2), hull, np.roll(hull, -1, axis=0))
-        d2 = d2.reshape(len(rest), 3, len(hull)).min(axis=(1, 2))
+        d1 = _point_segment(vertices, ta, tb).reshape(len(vertices), len(rest), 3).min(
+            axis=(0, 2))
+        d2 = _point_segment(rest.reshape(-1, 2), starts, ends)
+        d2 = d2.reshape(len(rest), 3, len(starts)).min(axis=(1, 2))
         out[~inside] = np.minimum(d1, d2)
     return out
+
+
+_FACING_SLACK_M = 1e-6   # an edge this nearly facing the box is kept (rounding)
 
 
 def distances(hull: np.ndarray, obstacles: list[Obstacle]
@@ -342,7 +365,7 @@ def nearest_signed_distance(hull: np.ndarray, tris2: np.ndarray,
                           index.radius[tri])
             tri = tri[own <= best + _BOUND_SLACK_M]
         if len(tri):
-            best = min(best, float(signed_distances(hull, tris2[tri]).min()))
+            best = min(best, float(signed_distances(hull, tris2[tri], facing=True).min()))
         i += take
         take *= 2
     return best
