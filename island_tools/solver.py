@@ -131,8 +131,9 @@ that keeps the hard constraints) and stays there. Once nothing else moves the de
 "no change" (converged, which the adapter's gate honours only if the review passes;
 otherwise the contract's stop after ``EMPTY_STOP`` empty iterations ends the run), and
 the reason and the given-up finding name each settled member, why, and its best iteration.
-A move never carries a footprint through an obstacle of the fixed context to its far side
-(``_passes_through``: the hull swept along each leg of the move).
+A revisit counts only after the member stood further than that from the pose. A move never
+carries a footprint through a wall (an obstacle ``BARRIER_M`` or longer in plan) to its far
+side (``_passes_through``: the hull swept along each leg of the move).
 """
 from __future__ import annotations
 
@@ -209,6 +210,7 @@ HULL_TOL_M = 0.01            # the coarse footprint of the obstacle tests (``_pe
 REVISIT_SHARE = 0.5          # a pose within this share of the phase cap of one left is a revisit
 REVISIT_DEG = 5.0            # and within this turn
 SCORE_EPS = 1e-6             # scores closer than this are equal
+BARRIER_M = 2.0              # an obstacle this long in plan is a wall: no move goes through it
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -895,14 +897,21 @@ class Solver:
                 hull, [ob for ob in self._band if ob.name == blocker]).get(blocker)
         return self._gap_memo[key]
 
+    @property
+    def _band_names(self) -> list[str]:
+        return [ob.name for ob in self._band]
+
     def _passes_through(self, hull_rel: np.ndarray, points: list[np.ndarray]) -> bool:
-        """Does the footprint ``hull_rel`` carried along ``points`` cross an obstacle of the
-        fixed context (deeper than ``OBSTACLE_TOL_M``) that it is in at neither end: a
-        move through a wall or a column to its far side, which no one can carry a chair
-        along? The swept area of each leg is the hull of its two ends' footprints."""
-        if len(points) < 2:
+        """Does the footprint ``hull_rel`` carried along ``points`` cross a barrier of the
+        fixed context (an obstacle ``BARRIER_M`` or longer in plan: a wall; deeper than
+        ``OBSTACLE_TOL_M``) that it is in at neither end: a move through a wall to the
+        room behind it? A move through a column or a unit stands for the way round it
+        (the paths go round the anchor only), as before. The swept area of each leg is the
+        hull of its two ends' footprints."""
+        barriers = {ob.name for ob in self._band if float(np.max(ob.hi - ob.lo)) >= BARRIER_M}
+        if len(points) < 2 or not barriers:
             return False
-        ends = set()
+        ends = set(self._band_names) - barriers
         for p in (points[0], points[-1]):
             ends |= {k for k, d in self._penetrations(hull_rel + p).items() if d > OBSTACLE_TOL_M}
         for a, b in itertools.pairwise(points):
@@ -972,14 +981,18 @@ class Solver:
     def _revisits(self, name: str, point: np.ndarray, yaw_deg: float, n: int,
                   cap: float) -> int | None:
         """The earlier state (before n - 1) whose pose of the member ``point``/``yaw_deg``
-        returns to (within ``REVISIT_SHARE`` of the phase cap and ``REVISIT_DEG``), or None.
-        Its best pose is no revisit: going back there is what ``_recall`` does."""
+        returns to (within ``REVISIT_SHARE`` of the phase cap and ``REVISIT_DEG``) after
+        leaving it (the member now stands further than that from it), or None. Its best
+        pose is no revisit: going back there is what ``_recall`` does."""
         best = self._best_pose(name)
+        tol = REVISIT_SHARE * cap
+        now = self._trail[n - 1].poses[name][0]
         for k in sorted(self._trail):
             if k >= n - 1:
                 break
             centre, yaw = self._trail[k].poses[name]
-            near = (float(np.abs(point - centre).max()) <= REVISIT_SHARE * cap
+            near = (float(np.abs(point - centre).max()) <= tol
+                    and float(np.abs(now - centre).max()) > tol
                     and abs((yaw_deg - yaw + 180.0) % 360.0 - 180.0) <= REVISIT_DEG)
             if near and not (float(np.abs(point - best[1]).max()) <= REVISIT_SHARE * cap
                              and abs((yaw_deg - best[2] + 180.0) % 360.0 - 180.0)
