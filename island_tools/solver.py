@@ -708,6 +708,7 @@ class _Visit:
     poses: dict[str, tuple[np.ndarray, float]]   # member -> (footprint centre, yaw deg)
     member_scores: dict[str, float]              # ``member_score`` of each member there
     score: float                                 # the group's ``verify.violation_score``
+    hard: frozenset[str]                         # members that broke a hard constraint there
 
 
 def member_score(entry: Mapping[str, Any], spacing: str) -> float:
@@ -961,14 +962,19 @@ class Solver:
             _, rot, _ = frames.decompose(pose)
             seen[name] = (pivot, math.degrees(math.atan2(rot[1, 0], rot[0, 0])))
         entries = geometry.get("members") or {}
+        hard = frozenset(penetrating_members(geometry)) | frozenset(
+            n for n in self.member_ids if (entries.get(n) or {}).get("obstacle_penetrations"))
         self._trail[k] = _Visit(seen, {n: member_score(entries.get(n) or {}, spacing)
                                        for n in self.member_ids},
-                                violation_score(geometry, self.spec))
+                                violation_score(geometry, self.spec), hard)
 
     def _best_pose(self, name: str) -> tuple[int, np.ndarray, float, float]:
         """(iteration, centre, yaw, score) of the member's best-scoring pose in the trail
-        (the earliest of equals)."""
-        k = min(self._trail, key=lambda j: (self._trail[j].member_scores[name], j))
+        that broke no hard constraint (the earliest of equals; the latest pose when every
+        one did): a member is never sent back into something."""
+        clean = [j for j in self._trail if name not in self._trail[j].hard]
+        k = (min(clean, key=lambda j: (self._trail[j].member_scores[name], j)) if clean
+             else max(self._trail))
         centre, yaw = self._trail[k].poses[name]
         return k, centre, yaw, self._trail[k].member_scores[name]
 
