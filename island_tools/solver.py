@@ -939,9 +939,14 @@ class Solver:
         read from their directories first: what the run tried is on disk."""
         for k in range(n - 1):
             if k not in self._trail:
-                geometry_k = read_object(group.iter_dir(k) / "geometry.json", GroupInputError,
-                                         "geometry.json", f"rerun iter_step.py --iter {k}")
-                self._remember_state(k, load_current_poses(group, k), geometry_k)
+                try:
+                    geometry_k = read_object(group.iter_dir(k) / "geometry.json",
+                                             GroupInputError, "geometry.json",
+                                             f"rerun iter_step.py --iter {k}")
+                    poses_k = load_current_poses(group, k)
+                except GroupInputError:   # only what it remembers is missing: not fatal
+                    continue
+                self._remember_state(k, poses_k, geometry_k)
         geometry = read_object(group.iter_dir(n - 1) / "geometry.json", GroupInputError,
                                "geometry.json", f"rerun iter_step.py --iter {n - 1}")
         return self.decide(load_current_poses(group, n - 1), geometry, n, phase)
