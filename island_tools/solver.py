@@ -110,10 +110,30 @@ out, the edge configurations not yet scored, the placements not yet tried for bl
 members (who then keep their current pose) and the member-phase members not yet tried are
 left out; the decision is the best arrangement found, keeping every hard constraint, and
 its ``reason_summary`` names the budget and what was cut. Under the budget the result does
-not depend on time. The search has ``SEARCH_SHARE`` of the budget; the rest is kept for what
-runs after it whatever the time: moving a member whose scene pose breaks a hard constraint
-clear (``Solver._clear_place``, a fixed number of tests), so the whole decision stays near
-its budget.
+not depend on time. The search has ``SEARCH_SHARE`` of the budget; the rest is kept for
+moving a member whose scene pose breaks a hard constraint clear (``Solver._clear_place``):
+that search is counted against the budget too (it runs until the budget is spent, and at
+least the budget's remaining share after the search), tries first the places clear of
+every obstacle's convex hull (all tested at once), and when the budget runs out the member
+stays where it is for this decision, the reason says so, and the next decision goes on from
+the place the search stopped at (``_clear_from``).
+
+Memory (no oscillation)
+-----------------------
+The solver remembers the run's states (``_trail``: every iteration's member poses, each
+member's share of ``verify.violation_score`` and the group's score; ``decide_from_disk``
+reads the iterations it has not seen from their directories, so a solver made mid-run knows
+them too). While the current state scores worse than the best one seen, a member whose move
+would return it to a pose it left (within ``REVISIT_SHARE`` of the phase cap and
+``REVISIT_DEG``), or that stood still through the last decision for want of a move toward
+its target, is *settled*: it goes back toward its best pose seen (a straight, capped move
+that keeps the hard constraints) and stays there. Once nothing else moves the decision is
+"no change" (converged, which the adapter's gate honours only if the review passes;
+otherwise the contract's stop after ``EMPTY_STOP`` empty iterations ends the run), and
+the reason and the given-up finding name each settled member, why, and its best iteration.
+A revisit counts only after the member stood further than that from the pose. A move never
+carries a footprint through a wall (an obstacle ``BARRIER_M`` or longer in plan) to its far
+side (``_passes_through``: the hull swept along each leg of the move).
 """
 from __future__ import annotations
 
@@ -154,6 +174,13 @@ from .measure.obstacles import Obstacle
 from .measure.obstacles import distances as obstacle_distances
 from .measure.obstacles import penetrations as obstacle_penetrations
 from .policy import EXCEPTION_CAP_M, Phase, penetrating_members, phase_for
+from .scene.verify import (
+    SCORE_CLEARANCE_M,
+    SCORE_FACING_DEG,
+    SCORE_PENETRATION,
+    SCORE_SPACING_M,
+    violation_score,
+)
 
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1
@@ -180,6 +207,10 @@ DECISION_BUDGET_S: float = DEFAULTS["decision_budget_s"]
 BUDGET_NOTE = "decision time budget"
 SEARCH_SHARE = 0.7           # of the budget for the search; the rest for clearing (above)
 HULL_TOL_M = 0.01            # the coarse footprint of the obstacle tests (``_penetrations``)
+REVISIT_SHARE = 0.5          # a pose within this share of the phase cap of one left is a revisit
+REVISIT_DEG = 5.0            # and within this turn
+SCORE_EPS = 1e-6             # scores closer than this are equal
+BARRIER_M = 2.0              # an obstacle this long in plan is a wall: no move goes through it
 _EPS = 1e-9
 _DISC = np.array([[math.cos(a), math.sin(a)] for a in np.linspace(0, 2 * math.pi, 16,
                                                                     endpoint=False)])
@@ -399,6 +430,22 @@ def _walk(path: list[np.ndarray], cap: float) -> list[np.ndarray]:
                 s = min(s, (math.copysign(cap, d[i]) - (p[i] - p0[i])) / d[i])
         out.append(p + max(0.0, s) * d)
         break
+    return out
+
+
+def _upto(path: list[np.ndarray], share: float) -> list[np.ndarray]:
+    """The path's points up to ``share`` of its length, ending on ``_point_at`` there."""
+    s = _length(path) * share
+    out = [path[0]]
+    for p, q in itertools.pairwise(path):
+        seg = float(np.linalg.norm(q - p))
+        if s <= seg:
+            break
+        out.append(q)
+        s -= seg
+    end = _point_at(path, _length(path) * share)
+    if float(np.abs(end - out[-1]).max()) > 0.0:
+        out.append(end)
     return out
 
 
@@ -655,6 +702,31 @@ class _Move:
     hull: np.ndarray
 
 
+@dataclass(frozen=True)
+class _Visit:
+    """One state of the run as the solver saw it (iteration k's poses and geometry.json)."""
+    poses: dict[str, tuple[np.ndarray, float]]   # member -> (footprint centre, yaw deg)
+    member_scores: dict[str, float]              # ``member_score`` of each member there
+    score: float                                 # the group's ``verify.violation_score``
+    hard: frozenset[str]                         # members that broke a hard constraint there
+
+
+def member_score(entry: Mapping[str, Any], spacing: str) -> float:
+    """One member's share of ``verify.violation_score`` from its geometry.json entry (its
+    facing and clearance errors, its slot deviation under an even spacing, its
+    penetrations), with the same weights: lower is better, 0 = all met."""
+    score = float(entry.get("facing_error_deg") or 0.0) / SCORE_FACING_DEG
+    err = float(entry.get("clearance_error_m") or 0.0)
+    if spacing == "loose":
+        err = min(err, 0.0)
+    score += abs(err) / SCORE_CLEARANCE_M
+    if spacing.startswith("even_"):
+        score += abs(float(entry.get("slot_deviation_m") or 0.0)) / SCORE_SPACING_M
+    score += SCORE_PENETRATION * (len(entry.get("penetrations") or {})
+                                  + len(entry.get("obstacle_penetrations") or {}))
+    return score
+
+
 def _plan_shape(vertices: np.ndarray, faces: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(plan hull, footprint centre, seat centre) of a unit's local mesh, once per mesh in
@@ -681,6 +753,8 @@ class Solver:
         self.anchor_id = anchor_id
         self.budget_s = float(budget_s)
         self._deadline = math.inf
+        self._started = -math.inf
+        self._clear_deadline: float | None = None
         self._budget_hit = False
         self._budget_cuts: list[str] = []
         self.spec = dict(target_spec)
@@ -719,6 +793,12 @@ class Solver:
         self._last_targets: dict[str, tuple[dict[str, _Target], list[dict[str, Any]]]] = {}
         self._sticky: tuple[dict[str, tuple[np.ndarray, float, str]],
                             list[dict[str, Any]], set[str]] | None = None
+        # what this run has tried (``_remember_state``): the states seen, and the members
+        # that went back to their best pose seen and stay there (``_recall``)
+        self._trail: dict[int, _Visit] = {}
+        self._settled: dict[str, str] = {}
+        self._clear_from: dict[str, tuple[bytes, int]] = {}   # ``_clear_place`` cut short
+        self._hulls_of: tuple[list[Obstacle] | None, list[np.ndarray]] = (None, [])
 
     @classmethod
     def for_group(cls, group: Group, budget_s: float = DECISION_BUDGET_S) -> Solver:
@@ -818,6 +898,35 @@ class Solver:
                 hull, [ob for ob in self._band if ob.name == blocker]).get(blocker)
         return self._gap_memo[key]
 
+    @property
+    def _band_names(self) -> list[str]:
+        return [ob.name for ob in self._band]
+
+    def _passes_through(self, hull_rel: np.ndarray, points: list[np.ndarray]) -> bool:
+        """Does the footprint ``hull_rel`` carried along ``points`` cross a barrier of the
+        fixed context (an obstacle ``BARRIER_M`` or longer in plan: a wall; deeper than
+        ``OBSTACLE_TOL_M``) that it is in at neither end: a move through a wall to the
+        room behind it? A move through a column or a unit stands for the way round it
+        (the paths go round the anchor only), as before. The swept area of each leg is the
+        hull of its two ends' footprints."""
+        barriers = {ob.name for ob in self._band if float(np.max(ob.hi - ob.lo)) >= BARRIER_M}
+        if len(points) < 2 or not barriers:
+            return False
+        ends = set(self._band_names) - barriers
+        for p in (points[0], points[-1]):
+            ends |= {k for k, d in self._penetrations(hull_rel + p).items() if d > OBSTACLE_TOL_M}
+        for a, b in itertools.pairwise(points):
+            if float(np.abs(b - a).max()) <= _EPS:
+                continue
+            swept = convex_hull_2d(np.vstack([hull_rel + a, hull_rel + b]))
+            coarse = self._coarse_depths(swept)
+            if not any(d > OBSTACLE_TOL_M and k not in ends for k, d in coarse.items()):
+                continue
+            if any(d > OBSTACLE_TOL_M and k not in ends
+                   for k, d in self._penetrations(swept).items()):
+                return True
+        return False
+
     def _obstacle_depth(self, hull: np.ndarray) -> float:
         """How deep a footprint sits inside the fixed context (0 when clear of it)."""
         if not self._band:
@@ -825,10 +934,122 @@ class Solver:
         return max(self._penetrations(hull).values(), default=0.0)
 
     def decide_from_disk(self, group: Group, n: int, phase: Phase) -> dict[str, Any]:
-        """Decide iteration n from iteration n-1's current_state.json and geometry.json."""
+        """Decide iteration n from iteration n-1's current_state.json and geometry.json;
+        the earlier iterations' states this solver has not seen (a solver made mid-run) are
+        read from their directories first: what the run tried is on disk."""
+        for k in range(n - 1):
+            if k not in self._trail:
+                try:
+                    geometry_k = read_object(group.iter_dir(k) / "geometry.json",
+                                             GroupInputError, "geometry.json",
+                                             f"rerun iter_step.py --iter {k}")
+                    poses_k = load_current_poses(group, k)
+                except GroupInputError:   # only what it remembers is missing: not fatal
+                    continue
+                self._remember_state(k, poses_k, geometry_k)
         geometry = read_object(group.iter_dir(n - 1) / "geometry.json", GroupInputError,
                                "geometry.json", f"rerun iter_step.py --iter {n - 1}")
         return self.decide(load_current_poses(group, n - 1), geometry, n, phase)
+
+    # ----------------------------------------------------------------- memory
+    def _remember_state(self, k: int, poses: Mapping[str, np.ndarray],
+                        geometry: Mapping[str, Any]) -> None:
+        """Record state k (iteration k's poses and geometry.json) in the run's trail. A
+        state before one already recorded starts a new run: the later ones are forgotten."""
+        if any(j >= k for j in self._trail):
+            self._trail = {j: v for j, v in self._trail.items() if j < k}
+            self._settled = {} if k == 0 else self._settled
+        spacing = str(self.spec.get("spacing", ""))
+        seen: dict[str, tuple[np.ndarray, float]] = {}
+        for name in self.member_ids:
+            pose = np.asarray(poses[name], dtype=float)
+            pivot = frames.pivot_in_frame(pose, self._mesh[name].pivot_local)[:2]
+            _, rot, _ = frames.decompose(pose)
+            seen[name] = (pivot, math.degrees(math.atan2(rot[1, 0], rot[0, 0])))
+        entries = geometry.get("members") or {}
+        hard = frozenset(penetrating_members(geometry)) | frozenset(
+            n for n in self.member_ids if (entries.get(n) or {}).get("obstacle_penetrations"))
+        self._trail[k] = _Visit(seen, {n: member_score(entries.get(n) or {}, spacing)
+                                       for n in self.member_ids},
+                                violation_score(geometry, self.spec), hard)
+
+    def _best_pose(self, name: str) -> tuple[int, np.ndarray, float, float]:
+        """(iteration, centre, yaw, score) of the member's best-scoring pose in the trail
+        that broke no hard constraint (the earliest of equals; the latest pose when every
+        one did): a member is never sent back into something."""
+        clean = [j for j in self._trail if name not in self._trail[j].hard]
+        k = (min(clean, key=lambda j: (self._trail[j].member_scores[name], j)) if clean
+             else max(self._trail))
+        centre, yaw = self._trail[k].poses[name]
+        return k, centre, yaw, self._trail[k].member_scores[name]
+
+    def _regressed(self, n: int) -> bool:
+        """Is the current state (n - 1) worse than the best state of the trail?"""
+        now = self._trail.get(n - 1)
+        return now is not None and now.score > min(
+            v.score for v in self._trail.values()) + SCORE_EPS
+
+    def _revisits(self, name: str, point: np.ndarray, yaw_deg: float, n: int,
+                  cap: float) -> int | None:
+        """The earlier state (before n - 1) whose pose of the member ``point``/``yaw_deg``
+        returns to (within ``REVISIT_SHARE`` of the phase cap and ``REVISIT_DEG``) after
+        leaving it (the member now stands further than that from it), or None. Its best
+        pose is no revisit: going back there is what ``_recall`` does."""
+        best = self._best_pose(name)
+        tol = REVISIT_SHARE * cap
+        now = self._trail[n - 1].poses[name][0]
+        for k in sorted(self._trail):
+            if k >= n - 1:
+                break
+            centre, yaw = self._trail[k].poses[name]
+            near = (float(np.abs(point - centre).max()) <= tol
+                    and float(np.abs(now - centre).max()) > tol
+                    and abs((yaw_deg - yaw + 180.0) % 360.0 - 180.0) <= REVISIT_DEG)
+            if near and not (float(np.abs(point - best[1]).max()) <= REVISIT_SHARE * cap
+                             and abs((yaw_deg - best[2] + 180.0) % 360.0 - 180.0)
+                             <= REVISIT_DEG):
+                return k
+        return None
+
+    def _stuck(self, name: str, n: int) -> bool:
+        """Did the member stand still through the last decision (states n - 2 and n - 1
+        hold the same pose)?"""
+        a, b = self._trail.get(n - 2), self._trail.get(n - 1)
+        if a is None or b is None:
+            return False
+        (pa, ya), (pb, yb) = a.poses[name], b.poses[name]
+        return (float(np.abs(pa - pb).max()) < MIN_MOVE_M
+                and abs((ya - yb + 180.0) % 360.0 - 180.0) < MIN_TURN_DEG)
+
+    def _recall(self, plans: list[_Plan], members: dict[str, _Member], anchor: _Anchor
+                ) -> list[_Plan]:
+        """The plans with every settled member's replaced by the way back to its best pose
+        seen (a straight line; not needed once it is there): it stays there."""
+        out = []
+        for p in plans:
+            if p.name not in self._settled:
+                out.append(p)
+                continue
+            m = members[p.name]
+            _, centre, yaw_abs, _ = self._best_pose(p.name)
+            turn = (yaw_abs - m.yaw_now_deg + 180.0) % 360.0 - 180.0
+            target = _Target(m.edge, centre.copy(), turn, _rotate(m.hull_rel, turn))
+            distance = float(np.linalg.norm(centre - m.pivot))
+            needed = distance > POSITION_TOL_M or abs(turn) > YAW_TOL_DEG
+            out.append(_Plan(m, target, ([m.pivot, centre.copy()],), needed,
+                             distance + abs(turn) / 180.0 + (10.0 if m.penetrating else 0.0)))
+        return out
+
+    def _settle_note(self) -> str:
+        """The reason's sentence for the settled members."""
+        if not self._settled:
+            return ""
+        parts = []
+        for name in sorted(self._settled):
+            k, _, _, score = self._best_pose(name)
+            parts.append(f"{name} {self._settled[name]}, so it goes back to its best pose "
+                         f"seen (iter {k}, member score {score:.2f}) and stays there")
+        return " No oscillation: " + "; ".join(parts) + "."
 
     # ----------------------------------------------------------------- state
     def _footprint(self, name: str, pose: np.ndarray) -> np.ndarray:
@@ -1359,6 +1580,9 @@ class Solver:
                     clear = self._clear_place(m, others, anchor)
                     if clear is None:
                         entry["inside"] = inside
+                        if m.name in self._clear_from:   # cut by the budget, not done
+                            entry["budget_s"] = self.budget_s
+                            entry["clear_searched"] = self._clear_from[m.name][1]
                     else:
                         out[name] = clear
                         entry.update({"kept": "moved clear", "moved_m": round(float(
@@ -1384,18 +1608,57 @@ class Solver:
                      ) -> _Target | None:
         """The nearest pose (same yaw; ``CLEAR_STEP_M`` steps up to ``CLEAR_REACH_M``, 16
         directions, outward from the anchor first) where a member whose own pose breaks a
-        hard constraint keeps them all; None when there is none in reach. A fixed number of
-        tests (at most 16 x reach / step), so it runs even after the time budget: a member
-        is never left inside an obstacle, the anchor or another member for want of time."""
+        hard constraint keeps them all; None when there is none in reach, or when the
+        decision's budget ran out first (``_clear_from`` keeps where the search stopped, the
+        next decision goes on from there; the reason says so).
+
+        Counted against the decision's budget: it may run until the budget is spent, and
+        at least the budget's clearing share (1 - ``SEARCH_SHARE``) after the search. The
+        candidates clear of every obstacle's, the anchor's and the other members' convex
+        hulls (tested at once, as points against their Minkowski differences) are tried
+        first, then the rest (an obstacle is only its triangles, less than its hull), each
+        with the exact ``_keeps_hard``."""
         out = m.pivot - anchor.centre
         out = out / max(float(np.linalg.norm(out)), 1e-12)
-        dirs = sorted(_DISC, key=lambda d: -float(d @ out))
-        for r in np.arange(CLEAR_STEP_M, CLEAR_REACH_M + _EPS, CLEAR_STEP_M):
-            for d in dirs:
-                centre = m.pivot + float(r) * d
-                if self._keeps_hard(m.hull_rel + centre, others, anchor):
-                    return _Target(m.edge, centre, 0.0, m.hull_rel)
+        dirs = np.array(sorted(_DISC, key=lambda d: -float(d @ out)))
+        rings = np.arange(CLEAR_STEP_M, CLEAR_REACH_M + _EPS, CLEAR_STEP_M)
+        centres = (m.pivot[None, None, :] + rings[:, None, None] * dirs[None, :, :]).reshape(-1, 2)
+        free = np.ones(len(centres), dtype=bool)
+        shapes = [(h, -HARD_TOL_M) for h in self._band_hulls()]
+        shapes += [(anchor.hull, -HARD_TOL_M)]
+        shapes += [(o, MEMBER_GAP_M) for o in others.values()]
+        for shape, clear in shapes:
+            if len(shape) >= 3:
+                signed = _point_signed_distance_fn(_minkowski_difference(shape, m.hull_rel))
+                free &= signed(centres) >= clear
+        order = np.concatenate([np.flatnonzero(free), np.flatnonzero(~free)])
+        where = np.ascontiguousarray(m.hull_rel + m.pivot).tobytes()
+        done = self._clear_from.pop(m.name, None)
+        start = int(done[1]) if done is not None and done[0] == where else 0
+        if self._clear_deadline is None:
+            # the clearing's share of the budget, whatever the search used of its own
+            self._clear_deadline = max(self._started + self.budget_s, time.perf_counter()
+                                       + (1.0 - SEARCH_SHARE) * self.budget_s)
+        for i in range(start, len(order)):
+            if time.perf_counter() >= self._clear_deadline:
+                # the budget is spent: the places not tried wait for the next decision
+                self._budget_hit = True
+                self._clear_from[m.name] = (where, i)
+                cut = f"{i} of {len(order)} clear places for {m.name} tried"
+                if cut not in self._budget_cuts:
+                    self._budget_cuts.append(cut)
+                return None
+            centre = centres[order[i]]
+            if self._keeps_hard(m.hull_rel + centre, others, anchor):
+                return _Target(m.edge, centre, 0.0, m.hull_rel)
         return None
+
+    def _band_hulls(self) -> list[np.ndarray]:
+        """The convex hull of each obstacle of the band in the floor plane, once per band."""
+        if self._hulls_of[0] is not self._band:
+            self._hulls_of = (self._band, [convex_hull_2d(ob.tris2.reshape(-1, 2))
+                                           for ob in self._band])
+        return self._hulls_of[1]
 
     def _conflicts(self, targets: dict[str, _Target], members: dict[str, _Member],
                    anchor: _Anchor) -> set[str]:
@@ -1439,7 +1702,8 @@ class Solver:
                  else f"the anchor's {first['edge']} edge")
         gap = first.get("blocker_gap_m")
         head = (f"{first['blocker']} is {gap:.2f} m from {where}" if gap is not None
-                else f"{first['blocker']} blocks {where}")
+                else f"{first['blocker']} blocks {where}" if first.get("blocker")
+                else "the moves toward the pattern go round in circles")
         if spec["pattern"] == "ring":
             soft = f"an even ring of {k} does not fit"
         else:
@@ -1460,9 +1724,16 @@ class Solver:
             else:
                 why = ("the decision time budget ran out before a free place was found"
                        if "budget_s" in g else "no free place")
-                if g.get("kept") == "moved clear":
+                if g.get("kept") == "best pose seen":
+                    parts.append(f"{g['member']} kept at its best pose seen (iter "
+                                 f"{g['best_iter']}): it {g['why']}")
+                elif g.get("kept") == "moved clear":
                     parts.append(f"{g['member']} moved {g['moved_m']:.2f} m clear of "
                                  f"{', '.join(g['was_in'])} ({why} on the pattern)")
+                elif g.get("inside") and g.get("clear_searched") is not None:
+                    parts.append(f"{g['member']} left inside {', '.join(g['inside'])} for now "
+                                 f"({why}; {g['clear_searched']} clear places tried, the "
+                                 "search goes on next iteration)")
                 elif g.get("inside"):
                     parts.append(f"{g['member']} left inside {', '.join(g['inside'])} ({why}, "
                                  f"none within {CLEAR_REACH_M:g} m either)")
@@ -1539,6 +1810,10 @@ class Solver:
                 elif ends[n] is not None and self._band and (
                         self._obstacle_depth(hulls[n]) > obstacle_now[n] + _EPS):
                     victims.add(n)   # never deeper into a wall or another group
+                elif ends[n] is not None and self._band and self._passes_through(
+                        by_name[n].target.hull_rel, _upto(
+                            prefix[(n, choice[n])], level[n] / BACKOFF_STEPS)):
+                    victims.add(n)   # nor through one to its far side
             for i, a in enumerate(names):
                 for b in names[i + 1:]:
                     if ends[a] is None and ends[b] is None:
@@ -1623,8 +1898,11 @@ class Solver:
                phase: Phase | None = None) -> dict[str, Any]:
         """The decision ``{"members", "converged", "reason_summary"}`` for iteration n."""
         phase = phase or phase_for(n, len(self.member_ids))
-        self._deadline = time.perf_counter() + SEARCH_SHARE * self.budget_s
+        self._started = time.perf_counter()
+        self._deadline = self._started + SEARCH_SHARE * self.budget_s
+        self._clear_deadline = None
         self._budget_hit, self._budget_cuts = False, []
+        self._remember_state(n - 1, poses, geometry)
         if self._context is not None:
             spans = [self._z_span(k, np.asarray(poses[k], dtype=float))
                      for k in [self.anchor_id, *self.member_ids]]
@@ -1647,6 +1925,9 @@ class Solver:
                 else:
                     self._sticky = None
             self._last_targets = {key: cached}
+            if any(g.get("clear_searched") is not None for g in cached[1]):
+                # a clear place still being searched for: the next decision goes on with it
+                self._sticky, self._last_targets = None, {}
         targets, given_up = cached
         infeasible = self.infeasible_reason(given_up)
         tail = f" Infeasible: {infeasible}." if infeasible else ""
@@ -1655,12 +1936,74 @@ class Solver:
         lane = self.clearance_m + depth + SLOT_GAP_M
         plans = [self._plan(members[name], targets[name], anchor, lane)
                  for name in self.member_ids]
+        # No oscillation: a member that returns to a pose it left, or stands still for
+        # want of a move, while the state is worse than the best one seen goes back to its
+        # best pose seen and stays there (``_recall``); decided again with it settled.
+        while True:
+            decision, moves = self._choose(self._recall(plans, members, anchor), members,
+                                           anchor, phase, n)
+            if not self._regressed(n):
+                break
+            cap = EXCEPTION_CAP_M if "penetration exception" in decision[
+                "reason_summary"] else phase.cap_m
+            flagged = {}
+            for name, mv in moves.items():
+                if name in self._settled:
+                    continue
+                k = self._revisits(name, mv.point, members[name].yaw_now_deg + mv.yaw_deg,
+                                   n, cap)
+                if k is not None:
+                    flagged[name] = f"would return to its pose of iter {k} without improving"
+            for p in plans:
+                if (p.needed and p.name not in moves and p.name not in self._settled
+                        and self._stuck(p.name, n)):
+                    flagged[p.name] = "cannot move on toward its target"
+            if not flagged:
+                break
+            self._settled.update(flagged)
+        if self._settled:
+            given_up = self._settled_given_up(given_up)
+            infeasible = self.infeasible_reason(given_up)
+            tail = (f" Infeasible: {infeasible}." if infeasible else "") + self._budget_note(
+                given_up)
+        decision["reason_summary"] += self._settle_note() + tail
+        decision["given_up"] = given_up
+        return decision
+
+    def _settled_given_up(self, given_up: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``given_up`` with each settled member's entry saying where it stays instead of
+        the place it could not reach (an entry added for a member the plan had not given
+        anything up for); entries naming a blocker first."""
+        out = []
+        for g in given_up:
+            name = g["member"]
+            if name in self._settled:
+                g = {k: g[k] for k in ("member", "blocker", "blocker_gap_m", "edge") if k in g}
+                g.update({"constraint": "placement", "kept": "best pose seen",
+                          "best_iter": self._best_pose(name)[0], "why": self._settled[name]})
+            out.append(g)
+        listed = {g["member"] for g in out}
+        for name in sorted(set(self._settled) - listed):
+            out.append({"member": name, "blocker": None, "blocker_gap_m": None, "edge": None,
+                        "constraint": "placement", "kept": "best pose seen",
+                        "best_iter": self._best_pose(name)[0], "why": self._settled[name]})
+        return sorted(out, key=lambda g: g.get("blocker") is None)
+
+    def _choose(self, plans: list[_Plan], members: dict[str, _Member], anchor: _Anchor,
+                phase: Phase, n: int) -> tuple[dict[str, Any], dict[str, _Move]]:
+        """The decision for these plans (reason without its tail) and the moves in it."""
         needed = sorted((p for p in plans if p.needed), key=lambda p: (-p.priority, p.name))
+        if n > 1 and needed and all(p.name in self._settled for p in needed) and not (
+                self._resolve(needed, members, anchor, phase.cap_m)):
+            needed = []   # settled members that cannot get nearer their best pose: no change
         if not needed and n > 1:
+            if self._settled:   # done: the adapter's gate still reviews the state
+                return {"members": {}, "converged": True,
+                        "reason_summary": "no change: every member is at its target or as "
+                                          "near its best pose seen as it can get."}, {}
             return {"members": {}, "converged": True,
                     "reason_summary": "every member is at its slot, facing and clearance "
-                                      "target; nothing to move." + tail,
-                    "given_up": given_up}
+                                      "target; nothing to move."}, {}
         worst = needed[0] if needed else None
         cap, note = phase.cap_m, phase.label
         beyond_cap = worst is not None and (
@@ -1684,16 +2027,15 @@ class Solver:
             if n > 1 and fits_later:
                 return {"members": {}, "converged": False,
                         "reason_summary": f"{len(needed)} member(s) need small corrections; "
-                                          "they wait for the member phase (iter 4)." + tail,
-                        "given_up": given_up}
+                                          "they wait for the member phase (iter 4)."}, moves
             moves = self._nudges(moves, members, anchor, phase.min_members)
-        reassigned = [p.name for p in needed if p.name in moves and p.target.edge != p.member.edge]
-        return {"members": {name: self._delta(members[name], mv)
-                            for name, mv in sorted(moves.items())},
-                "converged": False,
-                "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
-                                                reassigned) + tail,
-                "given_up": given_up}
+        reassigned = [p.name for p in needed if p.name in moves and p.target.edge != p.member.edge
+                      and p.name not in self._settled]
+        return ({"members": {name: self._delta(members[name], mv)
+                             for name, mv in sorted(moves.items())},
+                 "converged": False,
+                 "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
+                                                 reassigned)}, moves)
 
     def _budget_note(self, given_up: list[dict[str, Any]]) -> str:
         """The reason's sentence when this decision's search (or the plan it keeps) was cut

@@ -142,6 +142,51 @@ def test_a_member_that_starts_inside_is_moved_clear_not_kept(budget_s: float) ->
     assert "left inside" not in decision["reason_summary"]
 
 
+ROW = "row 2, column + wall"   # m1 fits neither its -y slot (wall at +x) nor the way to +y
+
+
+def test_an_infeasible_row_ends_no_worse_than_it_started_without_oscillating() -> None:
+    """Issue 36's worst row: m1 was sent to +y, carried through the wall at +x, then went
+    back and forth at the wall's far side until max_iter, and the promoted final state was
+    worse than the input. Now no member is carried through the wall, a member that cannot
+    get on toward its target goes back to its best pose seen and stays there, the
+    decisions fall silent and the contract's own stop (3 empty iterations from MIN_ITER)
+    ends the run: the final state scores no worse than the input
+    (``verify.violation_score``), breaks no hard constraint, no member returns to a pose
+    it left except to end at its best one, and the reason says so."""
+    from island_tools.policy import EMPTY_STOP, MIN_ITER
+    from island_tools.scene.verify import violation_score
+
+    case, context, meshes, axes = _room(ROW)
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    solver = Solver(meshes, "anchor", axes, case.spec, context)
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    start = violation_score(geometry, case.spec)
+    trail = [{n: poses[n][:2, 3].copy() for n in case.names}]
+    empty = 0
+    for n in range(1, 21):
+        decision = solver.decide(poses, geometry, n)
+        _accepted(decision, n, case, geometry)
+        poses = _apply(meshes, poses, decision)
+        geometry = geo.compute(poses, case.spec, n)
+        trail.append({m: poses[m][:2, 3].copy() for m in case.names})
+        empty = 0 if decision["members"] else empty + 1
+        if n >= MIN_ITER and empty >= EMPTY_STOP:
+            break
+    assert n < 12 and empty == EMPTY_STOP
+    assert violation_score(geometry, case.spec) <= start
+    assert crowded.violations(case, context, poses) == []
+    for m in case.names:   # a pose left is never taken again, except the last (its best)
+        for j in range(2, len(trail)):
+            back = [k for k in range(j - 1)
+                    if np.abs(trail[j][m] - trail[k][m]).max() < 0.01
+                    and np.abs(trail[j - 1][m] - trail[k][m]).max() >= 0.01]
+            assert not back or np.abs(trail[j][m] - trail[-1][m]).max() < 0.01, (m, j, back)
+    assert "No oscillation: m1" in decision["reason_summary"]
+    assert "m1 kept at its best pose seen" in solver.infeasible_reason(decision["given_up"])
+
+
 def test_decisions_under_the_budget_are_deterministic() -> None:
     """Two solvers on the same crowded states decide the same (a budget that is not hit
     changes nothing), and name no budget."""
@@ -200,6 +245,24 @@ def test_the_nearest_triangle_search_gives_the_plain_minimum(seed: int) -> None:
         exact = float(signed_distances(hull, tris).min())
         assert nearest_signed_distance(hull, tris, index) == exact
         assert nearest_signed_distance(hull, tris, index, cutoff=0.0) == min(exact, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_facing_chain_gives_the_same_distances(seed: int) -> None:
+    """``signed_distances(..., facing=True)`` measures the gaps from the hull's chain that
+    faces the triangles only: the same floats as from the whole hull, for batches of a
+    chair's nearby triangles apart from, touching and inside dense and simple footprints."""
+    tris = _chair_tris()
+    rng = np.random.default_rng(seed)
+    for hull in _hulls():
+        for _ in range(25):
+            hull2 = _rotate(hull, float(rng.uniform(0, 360)))
+            pick = rng.choice(len(tris), size=int(rng.integers(1, 300)), replace=False)
+            centres = tris[pick].mean(axis=1)
+            batch = tris[pick[np.argsort(np.linalg.norm(centres - centres[0], axis=1))[:48]]]
+            moved = hull2 + batch.reshape(-1, 2).mean(axis=0) + rng.uniform(-0.8, 0.8, 2)
+            assert np.array_equal(signed_distances(moved, batch, facing=True),
+                                  signed_distances(moved, batch))
 
 
 def test_penetrations_and_nearest_match_the_distances() -> None:

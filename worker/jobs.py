@@ -72,31 +72,37 @@ def _members(job: Mapping) -> list[str]:
     return list(dict.fromkeys(members))
 
 
-_RENDER_MESHES: dict[tuple, dict] = {}   # (path, size, mtime_ns) -> drawn arrays per unit
+_RENDER_MESHES: dict[tuple, dict] = {}   # (path, size, mtime, cap) -> drawn arrays per unit
 _RENDER_MESHES_KEPT = 16
+# The fixed context (walls, other groups' units) is drawn grey around the group, never what
+# is judged: a coarser proxy than a member's (Workbench's shadows cost per drawn triangle:
+# three 2500-triangle chairs beside a group made each render of it 1.35x slower)
+CONTEXT_MAX_TRIANGLES = 600
 
 
-def _unit_meshes(path: Any) -> dict | None:
+def _unit_meshes(path: Any, max_triangles: int | None = None) -> dict | None:
     """The group's mesh cache as the render proxies draw it (``units.render_arrays``: a
-    high-poly unit vertex-clustered to ``RENDER_MAX_TRIANGLES``). The units' local geometry
-    does not change between iterations, only their roots move, so a warm worker keeps the
-    arrays per cache file (path, size, mtime) for the next job."""
+    high-poly unit vertex-clustered to ``max_triangles``, default
+    ``RENDER_MAX_TRIANGLES``). The units' local geometry does not change between
+    iterations, only their roots move, so a warm worker keeps the arrays per cache file
+    (path, size, mtime) for the next job."""
     if not path:
         return None
     from island_tools.measure import meshcache
 
-    from .units import render_arrays
+    from .units import RENDER_MAX_TRIANGLES, render_arrays
 
+    cap = RENDER_MAX_TRIANGLES if max_triangles is None else int(max_triangles)
     try:
         st = os.stat(str(path))
-        key = (str(path), st.st_size, st.st_mtime_ns)
+        key = (str(path), st.st_size, st.st_mtime_ns, cap)
         if key in _RENDER_MESHES:
             return _RENDER_MESHES[key]
         meshes, _ = meshcache.load(str(path))
     except (FileNotFoundError, ValueError) as exc:
         raise GroupInputError(f"mesh cache unreadable: {exc}", file=str(path),
                               fix="delete it and rerun init_iter0.py") from None
-    drawn = {name: render_arrays(v, f) for name, (v, f) in meshes.items()}
+    drawn = {name: render_arrays(v, f, cap) for name, (v, f) in meshes.items()}
     while len(_RENDER_MESHES) >= _RENDER_MESHES_KEPT:
         _RENDER_MESHES.pop(next(iter(_RENDER_MESHES)))
     _RENDER_MESHES[key] = drawn
@@ -159,7 +165,8 @@ def _step(job: Mapping) -> dict:
                                    samples=render.get("samples"),  # None: engine default
                                    forward_axes=render.get("forward_axes"),
                                    unit_meshes=_unit_meshes(render.get("meshes_npz")),
-                                   context_meshes=_unit_meshes(render.get("context_npz")))
+                                   context_meshes=_unit_meshes(
+                                       render.get("context_npz"), CONTEXT_MAX_TRIANGLES))
         timings["render"] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t_all

@@ -49,7 +49,8 @@ ROUND_MAX_ASPECT = 1.2
 ROUND_MAX_RADIUS_CV = 0.08
 # Bisection resolution of the horizontal penetration depth (well below the 5 mm threshold).
 PENETRATION_RESOLUTION_M = 0.0005
-NEAREST_MEMO = 256   # footprints whose nearest obstacle a GeometryContext remembers
+NEAREST_MEMO = 256   # footprints whose nearest obstacle the process remembers (_NEAREST)
+_NEAREST: dict[tuple[bytes, tuple[int, ...]], Any] = {}
 _RADIUS_SAMPLES = 256
 
 EDGE_ORDER = ("+x", "-x", "+y", "-y")
@@ -647,7 +648,6 @@ class GeometryContext:
         self._context = ObstacleContext(context) if context else None
         # obstacles.nearest per (footprint, band): a member that did not move is not
         # measured against the context again (the same floats)
-        self._nearest_memo: dict[tuple[bytes, int], Any] = {}
         self._symmetry: dict[str, FacingSymmetry] = {}
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
@@ -1015,14 +1015,21 @@ class GeometryContext:
         top = max(p.z_range[1] for p in placed.values())
         band = self._context.band(floor, top)
         by_name = {ob.name: ob for ob in band}
+        ids = tuple(id(ob) for ob in band)
         for name, m in members.items():
-            key = (np.ascontiguousarray(placed[name].hull).tobytes(), id(band))
-            if key not in self._nearest_memo:
-                if len(self._nearest_memo) >= NEAREST_MEMO:
-                    self._nearest_memo.clear()
-                self._nearest_memo[key] = (band, obstacle_nearest(
-                    placed[name].hull, band, PENETRATION_MIN_DEPTH_M))
-            nearest, gap, deep = self._nearest_memo[key][1]
+            # in the process, not the context: a run measures each iteration with a new
+            # GeometryContext, and the band's obstacles are the same objects
+            # (``obstacles._BANDS``), so a member that did not move costs nothing
+            key = (np.ascontiguousarray(placed[name].hull).tobytes(), ids)
+            hit = _NEAREST.get(key)
+            if hit is None or len(hit[0]) != len(band) or any(
+                    a is not b for a, b in zip(hit[0], band, strict=True)):
+                if len(_NEAREST) >= NEAREST_MEMO:
+                    _NEAREST.clear()
+                hit = (list(band), obstacle_nearest(placed[name].hull, band,
+                                                    PENETRATION_MIN_DEPTH_M))
+                _NEAREST[key] = hit
+            nearest, gap, deep = hit[1]
             if nearest is None:
                 continue
             m["obstacle_clearance_m"], m["nearest_obstacle"] = gap, nearest

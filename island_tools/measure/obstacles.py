@@ -68,22 +68,46 @@ class Context:
             return self._band[1]
         out = []
         for name in self.names:
-            v, f = self._meshes[name]
-            if not len(f):
-                continue
-            z = v[f][:, :, 2]
-            keep = (z.max(axis=1) > floor_z + FLOOR_BAND_M) & (z.min(axis=1) < top_z + ABOVE_M)
-            if not keep.any():
-                continue
+            ob = _band_obstacle(name, *self._meshes[name], key)
+            if ob is not None:
+                out.append(ob)
+        self._band = (key, out)
+        return out
+
+
+# The band part of a context object, with its triangle index once built, is kept per
+# (name, mesh, band) in this process: a run measures the same context at every iteration
+# with a new GeometryContext (``iteration._geometry``), and cutting a 90k-triangle unit to
+# the band and indexing it cost more than measuring against it. The last BANDS_KEPT.
+_BANDS: dict[tuple[str, str, tuple[float, float]], Obstacle | None] = {}
+BANDS_KEPT = 64
+
+
+def _band_obstacle(name: str, v: np.ndarray, f: np.ndarray, key: tuple[float, float]
+                   ) -> Obstacle | None:
+    """The triangles of one context object in the band ``key`` (floor, top), or None when
+    none are; remembered (``_BANDS``)."""
+    slot = (name, meshcache.mesh_digest(v, f), key) if len(f) else None
+    if slot is not None and slot in _BANDS:
+        return _BANDS[slot]
+    out = None
+    if len(f):
+        floor_z, top_z = key
+        z = v[f][:, :, 2]
+        keep = (z.max(axis=1) > floor_z + FLOOR_BAND_M) & (z.min(axis=1) < top_z + ABOVE_M)
+        if keep.any():
             faces = f[keep]
             used, inverse = np.unique(faces, return_inverse=True)
             verts = v[used]
             faces = inverse.reshape(-1, 3)
             tris2 = verts[faces][:, :, :2]
             flat = tris2.reshape(-1, 2)
-            out.append(Obstacle(name, tris2, verts, faces, flat.min(axis=0), flat.max(axis=0)))
-        self._band = (key, out)
-        return out
+            out = Obstacle(name, tris2, verts, faces, flat.min(axis=0), flat.max(axis=0))
+    if slot is not None:
+        while len(_BANDS) >= BANDS_KEPT:
+            _BANDS.pop(next(iter(_BANDS)))
+        _BANDS[slot] = out
+    return out
 
 
 def load(path: str | os.PathLike[str]) -> Meshes | None:
@@ -120,9 +144,16 @@ def _point_segment(points: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarr
     return np.linalg.norm(points[:, None, :] - closest, axis=-1)
 
 
-def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
+def signed_distances(hull: np.ndarray, tris2: np.ndarray, facing: bool = False
+                     ) -> np.ndarray:
     """Per triangle: the gap between the convex polygon ``hull`` (n, 2) and the triangle's
-    projection (or segment), or minus the penetration depth where they overlap."""
+    projection (or segment), or minus the penetration depth where they overlap.
+
+    ``facing``: the gaps from the hull's chain that faces the triangles' bounding box only
+    (its edges whose outward side meets the box, and their vertices), the same floats: the
+    nearest point of a convex polygon to a point outside it lies on an edge that point is
+    on the outward side of, so the pair that gives a gap is always in that chain, and
+    every value is the same computation on the same pair."""
     if not len(tris2):
         return np.zeros(0)
     p_axes = _normals(np.roll(hull, -1, axis=0) - hull)                # (n, 2)
@@ -148,12 +179,28 @@ def signed_distances(hull: np.ndarray, tris2: np.ndarray) -> np.ndarray:
     out[inside] = -depth[inside]
     if (~inside).any():
         rest = tris2[~inside]
+        ends = np.roll(hull, -1, axis=0)
+        starts, vertices = hull, hull
+        if facing:
+            flat = rest.reshape(-1, 2)
+            corners = np.array([flat.min(axis=0), flat.max(axis=0)])
+            corners = np.array([[x, y] for x in corners[:, 0] for y in corners[:, 1]])
+            offsets = (p_axes * hull).sum(axis=1)
+            seen = (corners @ p_axes.T).max(axis=0) - offsets >= -_FACING_SLACK_M
+            seen |= np.linalg.norm(p_axes, axis=-1) <= 0.5   # no direction: keep
+            if 0 < seen.sum() < len(hull):
+                starts, ends = hull[seen], ends[seen]
+                vertices = hull[seen | np.roll(seen, 1)]   # both ends of each facing edge
         ta, tb = rest.reshape(-1, 2), np.roll(rest, -1, axis=1).reshape(-1, 2)
-        d1 = _point_segment(hull, ta, tb).reshape(len(hull), len(rest), 3).min(axis=(0, 2))
-        d2 = _point_segment(rest.reshape(-1, 2), hull, np.roll(hull, -1, axis=0))
-        d2 = d2.reshape(len(rest), 3, len(hull)).min(axis=(1, 2))
+        d1 = _point_segment(vertices, ta, tb).reshape(len(vertices), len(rest), 3).min(
+            axis=(0, 2))
+        d2 = _point_segment(rest.reshape(-1, 2), starts, ends)
+        d2 = d2.reshape(len(rest), 3, len(starts)).min(axis=(1, 2))
         out[~inside] = np.minimum(d1, d2)
     return out
+
+
+_FACING_SLACK_M = 1e-6   # an edge this nearly facing the box is kept (rounding)
 
 
 def distances(hull: np.ndarray, obstacles: list[Obstacle]
@@ -318,7 +365,7 @@ def nearest_signed_distance(hull: np.ndarray, tris2: np.ndarray,
                           index.radius[tri])
             tri = tri[own <= best + _BOUND_SLACK_M]
         if len(tri):
-            best = min(best, float(signed_distances(hull, tris2[tri]).min()))
+            best = min(best, float(signed_distances(hull, tris2[tri], facing=True).min()))
         i += take
         take *= 2
     return best
