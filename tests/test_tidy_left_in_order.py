@@ -144,17 +144,24 @@ def test_a_designers_table_in_order_is_kept_as_laid_out() -> None:
     assert "spacing" not in rel and rel["clearance_m"] == 0.10, rel
 
 
+def _move_chairs(room: rooms.Room, values: list[float], move) -> list[str]:
+    """Pre-multiply the dining chairs' poses (in order) by ``move(chair, value)``; their
+    names."""
+    chairs = [p for p in room.placed if p.group == "dining" and not p.anchor]
+    for chair, v in zip(chairs, values, strict=False):
+        room.placed[room.placed.index(chair)] = rooms.Placed(
+            chair.name, chair.furniture, move(chair, v) @ chair.pose, chair.role, chair.group,
+            chair.anchor, chair.holding)
+    return [c.name for c in chairs[:len(values)]]
+
+
 def _turn_chairs(room: rooms.Room, degs: list[float]) -> list[str]:
     """Turn the dining chairs about their centres by ``degs`` (in order); their names."""
-    chairs = [p for p in room.placed if p.group == "dining" and not p.anchor]
-    for chair, deg in zip(chairs, degs, strict=False):
+    def turn(chair: rooms.Placed, deg: float) -> np.ndarray:
         c = rooms._footprint(chair).mean(axis=0)
-        pose = (frames.translation((float(c[0]), float(c[1]), 0.0)) @ frames.rot_z(deg)
-                @ frames.translation((float(-c[0]), float(-c[1]), 0.0)) @ chair.pose)
-        room.placed[room.placed.index(chair)] = rooms.Placed(
-            chair.name, chair.furniture, pose, chair.role, chair.group, chair.anchor,
-            chair.holding)
-    return [c.name for c in chairs[:len(degs)]]
+        return (frames.translation((float(c[0]), float(c[1]), 0.0)) @ frames.rot_z(deg)
+                @ frames.translation((float(-c[0]), float(-c[1]), 0.0)))
+    return _move_chairs(room, degs, turn)
 
 
 def test_chairs_turned_a_little_at_their_places_are_left_as_laid_out_and_uncertain() -> None:
@@ -192,16 +199,12 @@ def _pull_chairs(room: rooms.Room, metres: list[float]) -> list[str]:
     foot = rooms._footprint(table)
     centre = foot.mean(axis=0)
     minor = np.linalg.svd(foot - centre, full_matrices=False)[2][1]
-    chairs = [p for p in room.placed if p.group == "dining" and not p.anchor]
-    for chair, m in zip(chairs, metres, strict=False):
+
+    def pull(chair: rooms.Placed, m: float) -> np.ndarray:
         out = float(np.dot(rooms._footprint(chair).mean(axis=0) - centre, minor))
-        side = 1.0 if out > 0 else -1.0
-        d = minor * side * m
-        pose = frames.translation((float(d[0]), float(d[1]), 0.0)) @ chair.pose
-        room.placed[room.placed.index(chair)] = rooms.Placed(
-            chair.name, chair.furniture, pose, chair.role, chair.group, chair.anchor,
-            chair.holding)
-    return [c.name for c in chairs[:len(metres)]]
+        d = minor * (1.0 if out > 0 else -1.0) * m
+        return frames.translation((float(d[0]), float(d[1]), 0.0))
+    return _move_chairs(room, metres, pull)
 
 
 def test_chairs_facing_their_table_at_distances_nothing_agrees_on_are_left_uncertain() -> None:
