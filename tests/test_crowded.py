@@ -187,6 +187,40 @@ def test_an_infeasible_row_ends_no_worse_than_it_started_without_oscillating() -
     assert "m1 kept at its best pose seen" in solver.infeasible_reason(decision["given_up"])
 
 
+def test_a_fresh_solver_at_every_iteration_still_ends_no_worse_without_oscillating() -> None:
+    """The add-on's Solver Step makes a new solver per click: it knows the run only from the
+    states on disk (``Solver.decide_from_disk`` records each earlier iteration's poses and
+    geometry.json through ``_remember_state``, as here), not which members it settled
+    before. On issue 36's worst row it still stops by the contract's own rule, no worse
+    than the input, breaking no hard constraint."""
+    from island_tools.policy import EMPTY_STOP, MIN_ITER
+    from island_tools.scene.verify import violation_score
+
+    case, context, meshes, axes = _room(ROW)
+    geo = GeometryContext(meshes, "anchor", axes, context)
+    poses = dict(case.poses)
+    geometry = geo.compute(poses, case.spec, 0)
+    start = violation_score(geometry, case.spec)
+    states = [(dict(poses), geometry)]
+    empty = 0
+    for n in range(1, 21):
+        solver = Solver(meshes, "anchor", axes, case.spec, context)
+        for k, (p, g) in enumerate(states[:-1]):
+            solver._remember_state(k, p, g)
+        decision = solver.decide(poses, geometry, n)
+        _accepted(decision, n, case, geometry)
+        poses = _apply(meshes, poses, decision)
+        geometry = geo.compute(poses, case.spec, n)
+        states.append((dict(poses), geometry))
+        empty = 0 if decision["members"] else empty + 1
+        if n >= MIN_ITER and empty >= EMPTY_STOP:
+            break
+    assert n < 15 and empty == EMPTY_STOP, n
+    assert violation_score(geometry, case.spec) <= start
+    assert crowded.violations(case, context, poses) == []
+    assert "No oscillation: m1" in decision["reason_summary"]
+
+
 def test_decisions_under_the_budget_are_deterministic() -> None:
     """Two solvers on the same crowded states decide the same (a budget that is not hit
     changes nothing), and name no budget."""
