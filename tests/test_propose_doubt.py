@@ -101,16 +101,24 @@ def test_an_anchor_whose_only_seat_stands_beyond_reach_is_proposed_in_doubt() ->
     assert "Object_2" in g["proposal"]["uncertain_members"]
 
 
-def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both() -> None:
-    """Two tables 1.7 m apart; a chair of table a pulled 0.55 m out toward table b (0.7 m
-    from b's edge, beyond a seat's reach of it): table a holds it, in doubt; b names it."""
+def _two_tables(from_a: float, from_b: float) -> tuple:
+    """Tables a (Object_1, at +y) and b (Object_2, at -y) facing across an aisle one chair
+    deep plus ``from_a + from_b`` m: (room, the chair piece, the table's half depth, the
+    chair's depth, a's and b's centre y)."""
     room = rooms.Room((10.0, 10.0))
     table, chair = piece("table_rect", 3), piece("dining_chair", 3)
     hy, d = half(table, 1), depth(chair)
-    apart = 0.55 + d + 0.70
+    apart = from_a + d + from_b
     ya, yb = hy + apart / 2, -(hy + apart / 2)
     place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
     place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    return room, chair, hy, d, ya, yb
+
+
+def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both() -> None:
+    """Two tables 1.7 m apart; a chair of table a pulled 0.55 m out toward table b (0.7 m
+    from b's edge, beyond a seat's reach of it): table a holds it, in doubt; b names it."""
+    room, chair, hy, d, ya, yb = _two_tables(0.55, 0.70)
     for i, (y, sign, gid) in enumerate(((ya, 1, "a"), (yb, -1, "b"))):
         place(room, f"Object_{10 + i}", chair, (0.0, y + sign * (hy + CHAIR_GAP_M + d / 2)),
               facing=(0.0, -sign), group=gid, role="chair")
@@ -343,13 +351,7 @@ def test_a_table_whose_seats_all_went_to_its_neighbour_is_not_lost() -> None:
     """Table a's one chair pushed into the aisle, 0.35 m from a and 0.20 m from table b
     (which holds its own chair too): the assignment gives it to b, yet a stands with a seat
     in reach - it takes that seat in doubt (b names it), rather than vanish from the graph."""
-    room = rooms.Room((10.0, 10.0))
-    table, chair = piece("table_rect", 3), piece("dining_chair", 3)
-    hy, d = half(table, 1), depth(chair)
-    apart = 0.35 + d + 0.20
-    ya, yb = hy + apart / 2, -(hy + apart / 2)
-    place(room, "Object_1", table, (0.0, ya), group="a", anchor=True, role="table")
-    place(room, "Object_2", table, (0.0, yb), group="b", anchor=True, role="table")
+    room, chair, hy, d, ya, yb = _two_tables(0.35, 0.20)
     place(room, "Object_10", chair, (0.3, ya - hy - 0.35 - d / 2), facing=(0.0, 1.0),
           yaw=170.0, group="a", role="chair")
     place(room, "Object_20", chair, (0.0, yb - hy - CHAIR_GAP_M - d / 2), facing=(0.0, 1.0),
