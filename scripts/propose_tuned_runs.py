@@ -121,12 +121,53 @@ def judge_room(scene: Path, truth: dict[str, Any]) -> dict[str, Any]:
     return _judge_run(scene, truth)
 
 
+def _pose_change(before: Any, after: Any) -> tuple[float, float]:
+    """(metres, degrees) between two 4x4 world matrices (floor plane, yaw)."""
+    import math
+
+    dx = float(after[0][3]) - float(before[0][3])
+    dy = float(after[1][3]) - float(before[1][3])
+    yaw = [math.degrees(math.atan2(float(m[1][0]), float(m[0][0]))) for m in (before, after)]
+    return math.hypot(dx, dy), abs((yaw[1] - yaw[0] + 180.0) % 360.0 - 180.0)
+
+
+def member_place(name: str, group_id: str | None, graph: dict[str, Any],
+                 islands: dict[str, Any], objects: dict[str, Any],
+                 after_poses: dict[str, Any]) -> dict[str, Any]:
+    """Where a (failing) member stood in the proposal and the run: ``place`` held /
+    held in doubt (a held member the run kept still) / doubtful (named, not held) / held by
+    another group / in no group; ``moved_m`` and ``turned_deg`` by the run (0 when the
+    merge did not move it)."""
+    by_id = {g["id"]: g for g in graph.get("groups", [])}
+    place = "in no group"
+    g = by_id.get(group_id or "")
+    if g is not None and name in g["members"]:
+        refined = (islands.get("groups") or {}).get(group_id, {}).get("members")
+        doubted = name in ((g.get("proposal") or {}).get("uncertain_members") or {})
+        place = ("held in doubt" if doubted and (refined is None or name not in refined)
+                 else "held")
+    elif g is not None and name in ((g.get("proposal") or {}).get("doubtful") or {}):
+        place = "doubtful"
+    else:
+        other = [x["id"] for x in graph.get("groups", []) if name in x["members"]]
+        if other:
+            place = f"held by {other[0]}"
+    moved = turned = 0.0
+    if name in after_poses and name in objects:
+        moved, turned = _pose_change(objects[name]["matrix_world"], after_poses[name])
+    return {"member": name, "place": place, "moved_m": round(moved, 3),
+            "turned_deg": round(turned, 1)}
+
+
 def group_rows(scene: Path, truth: dict[str, Any], judged: dict[str, Any]
                ) -> list[dict[str, Any]]:
     """One row per truth group: the judge's pass and faults, the proposal, the run's action."""
     graph = _read(scene / "inputs" / "relation_graph.json")
     by_anchor = {g["anchor"]: g for g in graph.get("groups", [])}
     moved = {x["name"]: x for x in judged.get("moved", [])}
+    islands = _read(scene / "json" / "island_groups.json")
+    objects = _read(scene / "json" / "scene_objects.json").get("objects") or {}
+    after_poses = _read(scene / "json" / "merge_back.json").get("after_poses") or {}
     rows = []
     for gid, t in truth["groups"].items():
         j = judged.get("groups", {}).get(gid, {"pass": False, "faults": ["not judged: "
@@ -149,7 +190,11 @@ def group_rows(scene: Path, truth: dict[str, Any], judged: dict[str, Any]
                 "uncertain_members": sorted(p.get("uncertain_members") or {}),
                 "relation": g.get("relation", {})},
             "run": run_action(None if g is None else g["id"], scene,
-                              [] if g is None else list(g["members"]))})
+                              [] if g is None else list(g["members"])),
+            "failing": [member_place(m, None if g is None else g["id"], graph, islands,
+                                     objects, after_poses)
+                        for m in sorted({f.split(":")[0] for f in j["faults"]}
+                                        & set(t["members"]))]})
     return rows
 
 
@@ -204,10 +249,28 @@ def print_room(r: dict[str, Any], failing_only: bool) -> None:
         if not g["pass"]:
             for m, d in g["disorder"].items():
                 print(f"      disorder {m}: {d}")
+        for f in g.get("failing", []):
+            print(f"      failing {f['member']}: {f['place']}, moved by the run "
+                  f"{f['moved_m']} m / {f['turned_deg']} deg")
         if run.get("held"):
             print(f"      run held in doubt (not moved): {run['held']}")
         if run.get("why"):
             print(f"      run: {run['why'][:400]}")
+
+
+def failing_places(results: list[dict[str, Any]]) -> dict[str, int]:
+    """Failing members counted by their place (:func:`member_place`) and whether the run
+    moved them (more than 2 cm or 2 deg): what a failure class rests on."""
+    out: dict[str, int] = {}
+    for r in results:
+        for g in r["groups"]:
+            for f in g.get("failing", []):
+                still = f["moved_m"] <= 0.02 and f["turned_deg"] <= 2.0
+                place = "held by another group" if f["place"].startswith("held by") \
+                    else f["place"]
+                key = f"{r['state']}: {place}, {'not moved' if still else 'moved'}"
+                out[key] = out.get(key, 0) + 1
+    return out
 
 
 def aggregate(results: list[dict[str, Any]]) -> dict[str, dict[str, list[int]]]:
@@ -263,6 +326,11 @@ def main(argv: list[str] | None = None) -> int:
     for state, per in sorted(agg.items()):
         for key, (ok, n) in sorted(per.items(), key=lambda kv: kv[0] != "all"):
             print(f"{state:11} {key:22} {ok:>4}/{n:<4} ({ok / n:.0%})")
+    places = failing_places(results)
+    if places:
+        print("failing members by place in the proposal and whether the run moved them:")
+        for key, n in sorted(places.items()):
+            print(f"  {n:>4}  {key}")
     print(f"{time.perf_counter() - t0:.0f} s for {len(results)} rooms", file=sys.stderr)
     if args.json:
         from island_tools.files import atomic

@@ -125,3 +125,33 @@ def test_aggregate_counts_pass_per_state_and_action() -> None:
     agg = runs.aggregate(results)
     assert agg["disordered"] == {"all": [1, 3], "refined": [1, 2], "left uncertain": [0, 1]}
     assert agg["tidy"] == {"all": [1, 1], "left in order": [1, 1]}
+
+
+def _pose(x: float, y: float, yaw_deg: float) -> list[list[float]]:
+    import math
+    c, s = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+    return [[c, -s, 0.0, x], [s, c, 0.0, y], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
+
+
+def test_member_place_says_where_a_failing_member_stood_and_whether_it_moved() -> None:
+    graph = {"groups": [
+        {"id": "t1", "members": ["a", "b"], "proposal": {"uncertain_members": {"b": "why"},
+                                                         "doubtful": {"c": "why"}}},
+        {"id": "t2", "members": ["d"], "proposal": {}}]}
+    islands = {"groups": {"t1": {"members": ["a"]}}}   # b held out by the run
+    objects = {n: {"matrix_world": _pose(0, 0, 0)} for n in "abcde"}
+    after = {"a": _pose(0.3, 0.4, 90.0), "b": _pose(0, 0, 0)}
+    got = {n: runs.member_place(n, "t1", graph, islands, objects, after) for n in "abcde"}
+    assert (got["a"]["place"], got["a"]["moved_m"], got["a"]["turned_deg"]) == (
+        "held", 0.5, 90.0)
+    assert (got["b"]["place"], got["b"]["moved_m"]) == ("held in doubt", 0.0)
+    assert got["c"]["place"] == "doubtful"
+    assert got["d"]["place"] == "held by t2"
+    assert got["e"]["place"] == "in no group"
+    # a group the run left (not in island_groups): its doubted member is still "in doubt"
+    assert runs.member_place("b", "t1", graph, {"groups": {}}, objects, {})["place"] == \
+        "held in doubt"
+    results = [{"state": "disordered", "groups": [{"failing": [got["a"], got["b"], got["d"]]}]}]
+    assert runs.failing_places(results) == {"disordered: held, moved": 1,
+                                            "disordered: held in doubt, not moved": 1,
+                                            "disordered: held by another group, not moved": 1}
