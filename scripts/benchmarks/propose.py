@@ -48,7 +48,8 @@ LABELS = {"tuned": "TUNED split furniture (thresholds set on tuned rooms, seeds 
           "untouched": "UNTOUCHED split furniture (never used for tuning)"}
 COLUMNS = ["split", "rooms", "truth groups", "found exactly", "member precision",
            "member recall", "confidently wrong", "uncertain groups", "ambiguous flagged",
-           "bystanders kept out", "run rooms", "pass after run --propose", "s/room"]
+           "bystanders kept out", "run rooms",
+           "pass after run --propose (the tool's own verdict)", "s/room"]
 
 
 def judge(truth: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +162,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         f"{BENCH_SEED}-{BENCH_SEED + rooms - 1})",
                "columns": COLUMNS, "rows": rows}]
     notes = ["judged by the rooms' truth (names only); an ambiguous member must be "
-             "proposed uncertain", "pass after run --propose: truth groups whose "
+             "proposed uncertain", "pass after run --propose (the tool's own verdict, "
+             "not the independent judge: see the run tables below): truth groups whose "
              "proposed group was confident, refined and ended 'pass', of all truth "
              f"groups in the first {run_rooms} room(s) of each split"]
     more = rooms_tables(parts, quick, work, backend)
