@@ -172,3 +172,12 @@ def test_run_propose_repairs_the_turned_sibling(tmp_path: Path) -> None:
     judged = judge_scene(truth, dump(scene / "blend" / "stage3-scene.blend", names), before)
     assert judged["groups"]["bedroom"]["pass"], judged
     assert judged["in_wall"] == [] and judged["penetrations"] == [], judged
+
+
+def test_a_lone_nightstand_turned_half_round_is_not_taken_for_one_in_order() -> None:
+    # its front line lies along the bed's front, the wrong way: the convention alone would
+    # settle it backwards; the mesh's weaker cue (the detector's best guess) opposes that
+    group, doc = _bed_group(_bedroom([(_piece(LINED), 180.0)]))
+    assert _fronts(group)["Object_2"].startswith("undetermined: what is in order turns"), group
+    graph = hold_doubted_members(parse_relation_graph(doc, "relation_graph.json"))
+    assert graph.group(group["id"]).forward_axis == {}

@@ -14,7 +14,10 @@ such line, the four axes of its footprint. The front is settled when at least
 * with a line from the mesh, one voter is enough (the convention settles the way: a lone
   nightstand whose front line lies along the bed's front);
 * without one, at least two voters must agree (one square piece at its place could as well
-  be turned a quarter: the footprint alone settles nothing).
+  be turned a quarter: the footprint alone settles nothing);
+* the detector's own weaker guess (the side its cues preferred by less than a front's
+  margin) must not point the other way: a piece in order and one turned half round put the
+  same line along the convention, and that cue is what tells them apart.
 
 Otherwise the front stays undetermined and the group's review stays uncertain: never a
 guess. Each answer is said in the graph's evidence (``evidence.target_spec_inferred``, key
@@ -47,6 +50,7 @@ class Piece(Protocol):
 SIBLING_SIZE_M = 0.01        # local boxes this close: one model
 SIBLING_SHARE = 2.0 / 3.0    # this share of the members in order must agree
 AXIS_SAME_DEG = 5.0          # two local axes this close are one
+OPPOSED_DEG = 135.0          # the detector's weak guess this far from the agreed axis opposes it
 WHAT_FACES = {"table": "the table's edge", "desk": "the desk's edge",
               "bed": "the bed's front direction", "tv_stand": "the TV stand's screen"}
 
@@ -150,6 +154,8 @@ def settled_fronts(role: str, a: Piece, members: Sequence[Piece]
             if near:
                 votes[m.piece.shape.name] = near[0]
         why = _settle(votes, line_known, len(model), what)
+        if not isinstance(why, str):
+            why = _unopposed(why, model)
         if isinstance(why, str):
             for m in model:
                 out[m.piece.shape.name] = (None, f"undetermined: {why}")
@@ -159,6 +165,23 @@ def settled_fronts(role: str, a: Piece, members: Sequence[Piece]
             out[m.piece.shape.name] = (_world(m.piece, axis),
                                       front_evidence([float(c) for c in axis], how))
     return out
+
+
+def _unopposed(settled: tuple[np.ndarray, str], model: Sequence[_Member]
+               ) -> tuple[np.ndarray, str] | str:
+    """``settled``, unless the detector's own weaker guess for the model's mesh (the side
+    its cues preferred by too little to call it a front) points the other way
+    (``OPPOSED_DEG``): a piece in order and one turned half round put the same line along
+    the convention, and the mesh's cue is what tells them apart."""
+    axis, how = settled
+    for m in model:
+        assert m.found is not None
+        guess = m.found.detail.get("best_guess_local")
+        if guess is not None and _angle_deg(np.asarray(guess, dtype=float), axis) > OPPOSED_DEG:
+            return ("what is in order turns one local axis toward the convention, but the "
+                    "mesh's own weaker cue puts the front on the opposite side: one of them "
+                    "is turned half round, and which is not settled")
+    return axis, how + "; the mesh's weaker cue does not oppose it"
 
 
 def _settle(votes: Mapping[str, np.ndarray], line_known: bool, count: int, what: str
