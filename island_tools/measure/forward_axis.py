@@ -794,6 +794,25 @@ def detect_forward_axis(vertices: np.ndarray, faces: np.ndarray) -> ForwardAxis:
                        symmetry)
 
 
+def front_line_local(found: ForwardAxis) -> Axis2 | None:
+    """The line an ``undetermined`` front lies on, one way or the other: when the piece is
+    mirror-symmetric about exactly one vertical centre plane of its frame, its front lies in
+    that plane (furniture is made for a left-right symmetric body), so it points along the
+    frame's other axis; which way is what the cues did not settle. None otherwise (a front
+    found, a symmetric piece, both or neither centre plane a mirror)."""
+    mirror = found.detail.get("mirror_asymmetry")
+    angle = found.detail.get("rect_angle_deg")
+    if found.status != "undetermined" or not isinstance(mirror, Mapping) or angle is None:
+        return None
+    sym_u, sym_v = mirror["u"] <= SYMMETRIC_SHARE, mirror["v"] <= SYMMETRIC_SHARE
+    if sym_u == sym_v:
+        return None
+    a = math.radians(float(angle))
+    # u's reflection a symmetry: the front cannot be along u (its two sides are the same)
+    line = (-math.sin(a), math.cos(a)) if sym_u else (math.cos(a), math.sin(a))
+    return (round(line[0], 9) + 0.0, round(line[1], 9) + 0.0)
+
+
 def parse_override(value: Any) -> Override:
     """An explicit forward axis: "+X"/"-X"/"+Y"/"-Y" (any case), an [x, y] pair (normalised),
     or "symmetric"/"none". Anything else raises ValueError saying what is accepted."""

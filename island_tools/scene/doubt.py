@@ -2,7 +2,9 @@
 "uncertain"), as the run reads it: which uncertain groups it leaves as they stand
 (:func:`uncertain_proposals`), which it refines around a held member in doubt kept where it
 stands (:func:`hold_doubted_members`), and how a verdict with the doubt open is reported
-(:func:`reported_verdict`: never ``pass``). Pure; ``validate`` re-exports it."""
+(:func:`reported_verdict`: never ``pass``), and the fronts ``propose`` inferred from what is
+in order (:func:`inferred_fronts`, applied by :func:`hold_doubted_members`). Pure;
+``validate`` re-exports it."""
 from __future__ import annotations
 
 import math
@@ -15,6 +17,48 @@ from .relation_graph import GroupSpec, RelationGraph
 from .verify import TOO_FAR_DEFAULT_M
 
 UNCERTAIN_MODES = ("held", "leave", "include")
+# evidence.target_spec_inferred key of a member's front inferred by ``propose``
+# (``sibling_fronts``): "forward_axis.<member>" -> "[x, y]: how" or "undetermined: why"
+FRONT_EVIDENCE = "forward_axis."
+
+
+def front_evidence(axis_local: Sequence[float], how: str) -> str:
+    """The evidence line of a front ``propose`` inferred: its local axis, then how."""
+    x, y = (round(float(c), 6) + 0.0 for c in axis_local)
+    return f"[{x}, {y}]: {how}"
+
+
+def inferred_fronts(group: GroupSpec) -> dict[str, list[float]]:
+    """Member -> the local front ``propose`` inferred from what is in order
+    (``evidence.target_spec_inferred['forward_axis.<member>']`` starting with the axis);
+    a line that does not start with a finite, non-zero ``[x, y]`` (undetermined, or edited
+    into something else) infers nothing."""
+    evidence = ((group.proposal or {}).get("evidence") or {}).get("target_spec_inferred")
+    out: dict[str, list[float]] = {}
+    for key, line in (evidence or {}).items():
+        name = key[len(FRONT_EVIDENCE):]
+        if not key.startswith(FRONT_EVIDENCE) or name not in group.members:
+            continue
+        head, sep, _ = str(line).partition("]:")
+        try:
+            axis = [float(c) for c in head.lstrip("[").split(",")] if sep else []
+        except ValueError:
+            continue
+        if len(axis) == 2 and all(map(math.isfinite, axis)) and math.hypot(*axis) > 0.5:
+            out[name] = axis
+    return out
+
+
+def _with_inferred_fronts(graph: RelationGraph) -> RelationGraph:
+    """Each group with the fronts ``propose`` inferred as its ``forward_axis`` (a front
+    a person declared there wins)."""
+    out = []
+    for g in graph.groups:
+        fronts = inferred_fronts(g)
+        if fronts:
+            g = replace(g, forward_axis={**fronts, **g.forward_axis})
+        out.append(g)
+    return replace(graph, groups=tuple(out))
 
 
 def membership_doubt(group: GroupSpec) -> dict[str, Any] | None:
@@ -75,7 +119,9 @@ def hold_doubted_members(graph: RelationGraph, mode: str = "held") -> RelationGr
     fixed context: hard obstacles where they stand, never moved), its reasons say so; its
     hints are :func:`_held_out_relation`'s. The verdict stays
     ``uncertain`` (the proposal is). Groups with a ``target_spec`` a person wrote are kept.
-    Other modes: ``graph`` unchanged."""
+    Other modes: only that. In every mode the fronts ``propose`` inferred are the groups'
+    ``forward_axis`` (:func:`inferred_fronts`): the run measures facing against them."""
+    graph = _with_inferred_fronts(graph)
     if mode != "held":
         return graph
     out = []
@@ -98,10 +144,12 @@ def hold_doubted_members(graph: RelationGraph, mode: str = "held") -> RelationGr
                            f"{r[len(head):]}")
         else:
             relation = _held_out_relation(g.relation)
+            axes = {n: a for n, a in g.forward_axis.items() if n not in held}
             proposal = {**(g.proposal or {}), "reasons": reasons, "uncertain_members": {},
                         "doubtful": {**doubt["doubtful"],
                                      **{m: f"{HELD_WHY}{why}" for m, why in held.items()}}}
-            out.append(replace(g, members=rest, relation=relation, proposal=proposal))
+            out.append(replace(g, members=rest, relation=relation, proposal=proposal,
+                               forward_axis=axes))
             continue
         out.append(g)
     return replace(graph, groups=tuple(out))

@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..measure.geometry import convex_signed_distance, watch_facing
+from .doubt import FRONT_EVIDENCE
 from .furniture import Role, Shape
 from .members import Front, edge_normal, facing_error_deg
 from .relation_graph import GroupSpec
+from .sibling_fronts import settled_fronts
 from .verify import TOO_FAR_DEFAULT_M
 
 DEFAULT_CLEARANCE_M = {"table": 0.10, "long_table": 0.10, "round_table": 0.10,
@@ -346,7 +348,20 @@ def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[
 def group_hints(role: str, a: Piece, members: Sequence[Piece]
                  ) -> tuple[dict[str, Any], str | None, str, dict[str, str]]:
     """(relation hints, why the pattern is unclear or None, pattern evidence, how each
-    hinted value was inferred)."""
+    hinted value was inferred). A member whose front the mesh leaves undetermined is judged
+    by the front what is in order settles (``sibling_fronts``), and how each such front was
+    settled, or why not, is said under ``forward_axis.<member>``."""
+    fronts = settled_fronts(role, a, members)
+    seen = [Piece(m.shape, m.role, Front(fronts[m.shape.name][0], "from what is in order",
+                                         0.6))
+            if fronts.get(m.shape.name, (None, ""))[0] is not None else m for m in members]
+    hints, unclear, note, how = _hints(role, a, seen)
+    how.update({f"{FRONT_EVIDENCE}{n}": line for n, (_, line) in sorted(fronts.items())})
+    return hints, unclear, note, how
+
+
+def _hints(role: str, a: Piece, members: Sequence[Piece]
+           ) -> tuple[dict[str, Any], str | None, str, dict[str, str]]:
     order = _member_order(role, a, members)
     clearance, clearance_how = _clearance(role, order)
     k = len(members)
