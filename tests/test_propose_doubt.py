@@ -115,10 +115,14 @@ def _two_tables(from_a: float, from_b: float) -> tuple:
     return room, chair, hy, d, ya, yb
 
 
-def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both() -> None:
-    """Two tables 1.7 m apart; a chair of table a pulled 0.55 m out toward table b (0.7 m
-    from b's edge, beyond a seat's reach of it): table a holds it, in doubt; b names it."""
-    room, chair, hy, d, ya, yb = _two_tables(0.55, 0.70)
+@pytest.mark.parametrize("from_b,rival", [(0.65, True), (0.85, False)])
+def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both(from_b: float,
+                                                                         rival: bool) -> None:
+    """Two tables; a chair of table a pulled 0.55 m out toward table b. Within a seat's
+    reach of b (0.65 m): table a holds it, in doubt; b names it. Beyond it (0.85 m): b is
+    no rival, a holds it and its membership is not in doubt (h32-tie: a rival anchor is
+    one within a seat's reach)."""
+    room, chair, hy, d, ya, yb = _two_tables(0.55, from_b)
     for i, (y, sign, gid) in enumerate(((ya, 1, "a"), (yb, -1, "b"))):
         place(room, f"Object_{10 + i}", chair, (0.0, y + sign * (hy + CHAIR_GAP_M + d / 2)),
               facing=(0.0, -sign), group=gid, role="chair")
@@ -127,10 +131,14 @@ def test_a_seat_pulled_far_out_toward_a_second_table_is_a_doubt_in_both() -> Non
     got = by_anchor(propose(room))
     a, b = got["Object_1"], got["Object_2"]
     assert sorted(a["members"]) == ["Object_10", "Object_20"]
-    assert a["proposal"]["status"] == "uncertain"
-    assert "Object_2" in a["proposal"]["uncertain_members"]["Object_20"]
-    assert "Object_20" in b["proposal"]["doubtful"]
     assert b["members"] == ["Object_11"]
+    if rival:
+        assert a["proposal"]["status"] == "uncertain"
+        assert "Object_2" in a["proposal"]["uncertain_members"]["Object_20"]
+        assert "Object_20" in b["proposal"]["doubtful"]
+    else:
+        assert "Object_20" not in a["proposal"]["uncertain_members"]
+        assert b["proposal"]["status"] == "confident", b["proposal"]["reasons"]
 
 
 def test_an_uncertain_group_names_everything_standing_by_it() -> None:

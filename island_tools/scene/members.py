@@ -165,6 +165,8 @@ class Candidate:
     gap_m: float
     slot: str = "around"
     facing_deg: float | None = None   # how far the member is turned from facing the anchor
+    side_cost: float = 0.0            # what standing at a desk's end or back added
+    lone: bool = False                # the only anchor near it: its place settles it
 
     @property
     def holds(self) -> bool:
@@ -174,8 +176,10 @@ class Candidate:
     @property
     def confidence(self) -> float:
         """1 for a member right at its anchor, 0.5 at cost 1 (a seat at the edge of its
-        reach, or close but behind a desk), less beyond: weak evidence."""
-        return max(0.3, 1.0 - 0.5 * min(1.4, self.cost))
+        reach, or close but behind a desk), less beyond: weak evidence; at least 0.5 for a
+        seat no other anchor stands near (``lone``: far out, it is still this one's)."""
+        conf = max(0.3, 1.0 - 0.5 * min(1.4, self.cost))
+        return max(conf, 0.5) if self.lone else conf
 
 
 def _where(gap: float) -> str:
@@ -203,23 +207,21 @@ def seat_at_table(a: Shape, af: Front, arole: str, m: Shape, mf: Front) -> Candi
     if gap > SEAT_REACH_M:   # near, but further out than a seat at it: only a doubt
         return Candidate(a.name, NONE_COST + 1.0, f"{gap:.2f} m from its edge, beyond the "
                                                   f"{SEAT_REACH_M:.2f} m a seat stands at",
-                         gap)
+                         gap, facing_deg=error)
     cost = max(gap, 0.0) / SEAT_REACH_M + FACING_WEIGHT * (
         0.5 if error is None else error / 180.0)
-    side = ""
+    side, extra = "", 0.0
     if arole == "desk" and af.world is not None and not a.round:
         front = snap(af.world, a)
         along = float(normal @ front)
         if along < -0.7:
-            cost += DESK_BEHIND_COST
-            side = ", behind it"
+            extra, side = DESK_BEHIND_COST, ", behind it"
         elif along < 0.7:
-            cost += DESK_SIDE_COST
-            side = ", at its end"
+            extra, side = DESK_SIDE_COST, ", at its end"
         else:
             side = ", at its front"
-    return Candidate(a.name, cost, f"{_where(gap)}{side}, {_facing_words(error)}", gap,
-                     facing_deg=error)
+    return Candidate(a.name, cost + extra, f"{_where(gap)}{side}, {_facing_words(error)}",
+                     gap, facing_deg=error, side_cost=extra)
 
 
 def seat_at_tv(a: Shape, af: Front, m: Shape, mf: Front) -> Candidate | None:

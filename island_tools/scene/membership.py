@@ -7,7 +7,7 @@ of another kind than the anchor's seats, an anchor whose seats went nowhere). Sp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -50,6 +50,10 @@ NO_BACK_MAX_SHARE = 0.01     # a seat without one (a stool)
 # of seats, which table the odd seat belongs to is a guess whatever the gaps say.
 TWIN_SIZE_M = 0.05
 TWIN_APART_M = SEAT_REACH_M + 0.5
+# Two seats whose gaps to a place differ by no more than this stand as near (a seat's
+# footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
+# anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
+TIE_GAP_M = 0.10
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -84,6 +88,10 @@ def _candidates(m: _Piece, anchors: Mapping[str, _Piece], role: str | None = Non
             found = before_sofa(a.shape, a.front, m.shape)
         if found is not None:
             out.append(found)
+    if (len(out) == 1 and out[0].holds and out[0].side_cost == 0.0
+            and _anchor_role(anchors[out[0].anchor]) in ("table", "desk")):
+        # the only anchor near it: a weak place (far out, turned) is no doubt of whose
+        out = [replace(out[0], lone=True)]
     return sorted(out, key=lambda c: (c.cost, c.anchor))
 
 
@@ -124,7 +132,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                         [pieces[m].shape.width for m, cs in cands.items()
                          if any(c.anchor == n for c in cs)]) for n, a in live.items()}
     chosen = assign(cands, caps)
-    left: dict[str, str] = {}
+    left: dict[str, str] = _facing_swaps(cands, chosen)
     by_anchor: dict[str, list[str]] = {}
     for n, c in chosen.items():
         if c is not None:
@@ -153,7 +161,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
         c = chosen.get(n)
         role = pieces[n].role.role
         if c is not None:
-            others = [x for x in cs if x.anchor != c.anchor]
+            # another anchor within a seat's reach (one further out is no rival)
+            others = [x for x in cs if x.anchor != c.anchor and x.holds]
             # a seat turned away from its holder has lost the evidence of where it belongs:
             # another anchor near it is a doubt, whatever the gaps say
             turned = c.facing_deg is not None and c.facing_deg > TURNED_AWAY_DEG
@@ -167,10 +176,12 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = orphans[n]
             elif n in kind_tie:
                 out.uncertain[n] = kind_tie[n]
-            elif any(r[0] - c.cost < AMBIGUOUS_COST for r in rivals.get((c.anchor, c.slot), ())):
+            elif open_rivals := [r for r in rivals.get((c.anchor, c.slot), ())
+                                 if r[0] - c.cost < AMBIGUOUS_COST
+                                 and not _facing_breaks(c, r[2])]:
                 # the anchor's places are all taken and a seat it left out stands nearly as
-                # near: which of them is its member the geometry does not settle
-                _, r, x = min(rivals[(c.anchor, c.slot)])
+                # near, facing settling nothing: which is its member is a guess
+                _, r, x = min(open_rivals)
                 out.uncertain[n] = (f"'{r}' stands nearly as near ({x.evidence}) and "
                                     f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
                                     "them: which is its member is a guess")
@@ -219,6 +230,47 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
             out.doubtful.setdefault(anchor, {})[name] = why
         out.near[anchor] = _near_units(anchor, a, pieces, held)
     return live, out
+
+
+def _faces(c: Candidate) -> bool:
+    return c.facing_deg is not None and c.facing_deg <= TURNED_AWAY_DEG
+
+
+def _facing_breaks(win: Candidate, lose: Candidate) -> bool:
+    """True when ``win`` holds the place over ``lose`` by facing: their gaps nearly tie
+    (``TIE_GAP_M``) and only ``win`` faces the anchor."""
+    return abs(win.gap_m - lose.gap_m) <= TIE_GAP_M and _faces(win) and not _faces(lose)
+
+
+def _turn_words(c: Candidate) -> str:
+    return ("has no front to face it with" if c.facing_deg is None
+            else f"is turned {c.facing_deg:.0f} deg from it")
+
+
+def _facing_swaps(cands: Mapping[str, Sequence[Candidate]],
+                  chosen: dict[str, Candidate | None]) -> dict[str, str]:
+    """Where the assignment gave a place to the nearer of two seats standing as near
+    (``_facing_breaks``) and only the one left out faces the anchor, the place goes to it;
+    returns seat that lost its place -> why (it stays named as a doubt, not held)."""
+    offers: list[tuple[float, str, str, Candidate]] = []
+    for r, cs in cands.items():
+        if chosen.get(r) is not None:
+            continue
+        for x in cs:
+            for n, c in chosen.items():
+                if (c is not None and x.holds and (c.anchor, c.slot) == (x.anchor, x.slot)
+                        and x.cost - c.cost < AMBIGUOUS_COST and _facing_breaks(x, c)):
+                    offers.append((abs(x.gap_m - c.gap_m), r, n, x))
+    out: dict[str, str] = {}
+    for _, r, n, x in sorted(offers, key=lambda o: (o[0], o[1], o[2])):
+        c = chosen.get(n)
+        if chosen.get(r) is not None or c is None or (c.anchor, c.slot) != (x.anchor, x.slot):
+            continue
+        chosen[r], chosen[n] = x, None
+        out[n] = (f"'{r}' stands as near ({_gap_words(x.gap_m)} against "
+                  f"{_gap_words(c.gap_m)}) and faces it while this one {_turn_words(c)}: "
+                  f"the place is '{r}''s")
+    return out
 
 
 def _near_units(anchor: str, a: _Piece, pieces: Mapping[str, _Piece],
@@ -423,12 +475,16 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
     if len(kinds) < 2:
         return {}, {}
     main = min(kinds, key=lambda k: (-len(k), sum(cost(n) for n in k)))
-    ref = pieces[main[0]]
-    out = {}
     # as many seats of another kind, nearly as near on average: which kind it is, is a guess
     rival = [k for k in kinds if k is not main and len(k) == len(main)
              and (sum(cost(n) for n in k) - sum(cost(n) for n in main)) / len(k)
              < AMBIGUOUS_COST]
+    if rival:   # kinds as many and as near: the kind that faces it holds
+        by_facing = _kind_by_facing([main, *rival], chosen)
+        if by_facing is not None:
+            main, rival = by_facing, []
+    ref = pieces[main[0]]
+    out = {}
     tie = {n: (f"its kind holds only by being nearer: as many seats of another kind "
                f"({', '.join(repr(x) for x in rival[0])}) stand nearly as near")
            for n in main} if rival else {}
@@ -442,6 +498,25 @@ def _odd_seats(names: Sequence[str], pieces: Mapping[str, _Piece],
                       f"({ref.shape.length:.2f}x{ref.shape.width:.2f} m): another kind of "
                       f"seat, {_other_kind(pieces[n], ref)}")
     return out, tie
+
+
+def _kind_by_facing(kinds: list[list[str]], chosen: Mapping[str, Candidate | None]
+                    ) -> list[str] | None:
+    """Of kinds of seat as many at one anchor, the one whose seats all face it while no
+    seat of the others does, standing on average as near as they (``TIE_GAP_M``) or
+    nearer; None when facing does not settle it."""
+    held = [[c for n in k if (c := chosen.get(n)) is not None] for k in kinds]
+    if any(len(h) != len(k) or not h for h, k in zip(held, kinds)):
+        return None
+    facing = [i for i, h in enumerate(held) if all(_faces(c) for c in h)]
+    if len(facing) != 1 or any(_faces(c) for i, h in enumerate(held) if i != facing[0]
+                               for c in h):
+        return None
+    gaps = [sum(c.gap_m for c in h) / len(h) for h in held]
+    win = facing[0]
+    if gaps[win] > min(g for i, g in enumerate(gaps) if i != win) + TIE_GAP_M:
+        return None
+    return kinds[win]
 
 
 def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
