@@ -779,6 +779,7 @@ class Solver:
         self._budget_cuts: list[str] = []
         self._screened = 0   # candidates the coarse proof ruled out (``_offset_unless_blocked``)
         self._screen_others: Mapping[str, np.ndarray] = {}
+        self._infeasible_now = False   # this decision's kept plan gave something up
         self.spec = dict(target_spec)
         self.member_ids = sorted(n for n in meshes if n != anchor_id)
         axes = forward_axes.get("members", {})
@@ -2003,6 +2004,7 @@ class Solver:
                 # a clear place still being searched for: the next decision goes on with it
                 self._sticky, self._last_targets = None, {}
         targets, given_up = cached
+        self._infeasible_now = bool(given_up)
         infeasible = self.infeasible_reason(given_up)
         tail = f" Infeasible: {infeasible}." if infeasible else ""
         tail += self._budget_note(given_up)
@@ -2067,6 +2069,13 @@ class Solver:
                 phase: Phase, n: int) -> tuple[dict[str, Any], dict[str, _Move]]:
         """The decision for these plans (reason without its tail) and the moves in it."""
         needed = sorted((p for p in plans if p.needed), key=lambda p: (-p.priority, p.name))
+        if n > 1 and needed and self._settles_infeasible(needed, n):
+            names = ", ".join(sorted(p.name for p in needed))
+            return {"members": {}, "converged": True,
+                    "reason_summary": "no change: the pattern cannot be met (below) and every "
+                                      "member keeps every hard constraint; the small "
+                                      f"corrections left ({names}) change no hard "
+                                      "constraint, so the arrangement settles here."}, {}
         if n > 1 and needed and all(p.name in self._settled for p in needed) and not (
                 self._resolve(needed, members, anchor, phase.cap_m)):
             needed = []   # settled members that cannot get nearer their best pose: no change
@@ -2110,6 +2119,23 @@ class Solver:
                  "converged": False,
                  "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
                                                  reassigned)}, moves)
+
+    def _settles_infeasible(self, needed: list[_Plan], n: int) -> bool:
+        """Does an infeasible plan settle now? When the kept plan gave something up, the
+        state n - 1 breaks no hard constraint and what is left are small corrections (at
+        most 3 members, none penetrating, each within the member phase's cap), no move
+        can change the hard-constraint state or the verdict: the decision is "no change",
+        so an infeasible room stops with the contract's empty iterations as soon as a
+        feasible one converges (rather than waiting for the member phase to make them).
+        The same in every state that meets it: a fresh solver decides the same."""
+        now = self._trail.get(n - 1)
+        if (not self._infeasible_now or now is None or now.hard or len(needed) > 3
+                or self._regressed(n)):
+            return False
+        member_cap = phase_for(4, len(self.member_ids)).cap_m
+        return all(not p.member.penetrating
+                   and _length(_walk(p.paths[0], member_cap)) >= _length(p.paths[0]) - _EPS
+                   for p in needed)
 
     def _budget_note(self, given_up: list[dict[str, Any]]) -> str:
         """The reason's sentence when this decision's search (or the plan it keeps) was cut
