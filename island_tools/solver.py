@@ -116,7 +116,18 @@ that search is counted against the budget too (it runs until the budget is spent
 least the budget's remaining share after the search), tries first the places clear of
 every obstacle's convex hull (all tested at once), and when the budget runs out the member
 stays where it is for this decision, the reason says so, and the next decision goes on from
-the place the search stopped at (``_clear_from``).
+the place the search stopped at (``_clear_from``). A candidate placement the coarse hulls
+prove blocked is not solved on the full hulls (``_offset_unless_blocked``; the same result,
+sooner).
+
+Settling an infeasible plan
+---------------------------
+When the kept plan gave something up, the current state breaks no hard constraint and is the
+best seen, and what is left are small corrections (at most 3 members, none penetrating, each
+within the member phase's cap), the decision is "no change ... settles here" rather than
+holding them for the member phase (``_settles_infeasible``): no move can change the
+hard-constraint state or the verdict, and the contract's three empty iterations end the run
+at MIN_ITER, as a feasible room's convergence does.
 
 Memory (no oscillation)
 -----------------------
