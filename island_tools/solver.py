@@ -116,7 +116,18 @@ that search is counted against the budget too (it runs until the budget is spent
 least the budget's remaining share after the search), tries first the places clear of
 every obstacle's convex hull (all tested at once), and when the budget runs out the member
 stays where it is for this decision, the reason says so, and the next decision goes on from
-the place the search stopped at (``_clear_from``).
+the place the search stopped at (``_clear_from``). A candidate placement the coarse hulls
+prove blocked is not solved on the full hulls (``_offset_unless_blocked``; the same result,
+sooner).
+
+Settling an infeasible plan
+---------------------------
+When the kept plan gave something up, the current state breaks no hard constraint and is the
+best seen, and what is left are small corrections (at most 3 members, none penetrating, each
+within the member phase's cap), the decision is "no change ... settles here" rather than
+holding them for the member phase (``_settles_infeasible``): no move can change the
+hard-constraint state or the verdict, and the contract's three empty iterations end the run
+at MIN_ITER, as a feasible room's convergence does.
 
 Memory (no oscillation)
 -----------------------
@@ -459,13 +470,19 @@ def _point_at(path: list[np.ndarray], s: float) -> np.ndarray:
 
 
 _SUPPORT_NEIGHBOURS = np.arange(-1, 2)
+_NEAR_EDGE_M = 1e-9   # an edge line a point is this far inside of may still hold its nearest point
+_SCREEN_SLACK_M = 1e-6   # the bisections' few ulps, and then some
 MEMO_PAIRS = 512        # prepared Minkowski differences a solver keeps
 MEMO_OFFSETS = 50_000   # solved offsets and footprint depths it keeps
 
 
-def _alone(name: str, make: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
-    """A candidate for one member, as the {member: target} the search tries."""
-    return lambda: {name: make()}
+def _alone(name: str, make: Callable[[], Any]) -> Callable[[], dict[str, Any] | None]:
+    """A candidate for one member, as the {member: target} the search tries (None: it
+    surely breaks a hard constraint)."""
+    def one() -> dict[str, Any] | None:
+        target = make()
+        return None if target is None else {name: target}
+    return one
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -532,10 +549,24 @@ def _point_signed_distance_fn(poly: np.ndarray) -> Callable[[np.ndarray], np.nda
 
     def signed(points: np.ndarray) -> np.ndarray:
         rel = points[:, None, :] - a[None, :, :]                        # (k, e, 2)
-        side = (rel * normal).sum(axis=2).max(axis=1)                   # > 0: outside an edge
-        t = np.clip((rel * d).sum(axis=2) * inv_sq, 0.0, 1.0)
-        gap = np.sqrt(((rel - t[:, :, None] * d) ** 2).sum(axis=2)).min(axis=1)
-        return np.where(side > 0.0, gap, side)
+        sides = (rel * normal).sum(axis=2)
+        side = sides.max(axis=1)                                        # > 0: outside an edge
+        out = side.copy()
+        outside = np.flatnonzero(side > 0.0)
+        if not len(outside):
+            return out
+        # An outside point's nearest boundary point lies on an edge whose line it is
+        # outside of, or on a vertex of one: only those edges and their neighbours (against
+        # rounding) are measured; each distance is the same float, so is their minimum.
+        near = sides[outside] > -_NEAR_EDGE_M
+        near |= np.roll(near, 1, axis=1) | np.roll(near, -1, axis=1)
+        row, col = np.nonzero(near)
+        r = rel[outside[row], col]
+        t = np.clip((r * d[col]).sum(axis=1) * inv_sq[col], 0.0, 1.0)
+        gap = np.sqrt(((r - t[:, None] * d[col]) ** 2).sum(axis=1))
+        starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+        out[outside] = np.minimum.reduceat(gap, starts)
+        return out
 
     return signed
 
@@ -757,6 +788,9 @@ class Solver:
         self._clear_deadline: float | None = None
         self._budget_hit = False
         self._budget_cuts: list[str] = []
+        self._screened = 0   # candidates the coarse proof ruled out (``_offset_unless_blocked``)
+        self._screen_others: Mapping[str, np.ndarray] = {}
+        self._infeasible_now = False   # this decision's kept plan gave something up
         self.spec = dict(target_spec)
         self.member_ids = sorted(n for n in meshes if n != anchor_id)
         axes = forward_axes.get("members", {})
@@ -838,6 +872,41 @@ class Solver:
         _remember(self._offset_memo, key, r, MEMO_OFFSETS)
         return r
 
+    def _offset_unless_blocked(self, hull_rel: np.ndarray, base: np.ndarray,
+                               direction: np.ndarray, obstacle: np.ndarray,
+                               target: float) -> float | None:
+        """``_offset``, or None when the footprint there is surely deeper than
+        ``HARD_TOL_M`` in the fixed context: a candidate that cannot keep the hard
+        constraints is then not solved on the full hulls (a round table's 900 vertices
+        less a stool's 240 cost ~0.03 s a solve). The proof takes the coarse hulls
+        (``_coarse``: containing each, within ``HULL_TOL_M``), whose signed distance is at
+        most 2 ``HULL_TOL_M`` below the exact one: solved for the target and for 2
+        ``HULL_TOL_M`` less they bracket the exact offset [r1, r2]; the coarse footprint
+        at r2 is at most ``HULL_TOL_M`` deeper than the exact one there, and depth changes
+        by at most the distance moved, so a coarse depth beyond ``HARD_TOL_M`` +
+        ``HULL_TOL_M`` + (r2 - r1) is beyond ``HARD_TOL_M`` wherever the exact offset
+        lands; likewise a footprint surely within ``MEMBER_GAP_M`` of a member placed so far
+        (``_screen_others``, set while ``_keep_hard`` searches). Otherwise the exact
+        offset, the same float as without the screen."""
+        if self._band:
+            coarse_hull, coarse_obstacle = self._coarse(hull_rel), self._coarse(obstacle)
+            if len(coarse_hull) < len(hull_rel) or len(coarse_obstacle) < len(obstacle):
+                r2 = self._offset(coarse_hull, base, direction, coarse_obstacle, target)
+                r1 = self._offset(coarse_hull, base, direction, coarse_obstacle,
+                                  target - 2.0 * HULL_TOL_M)
+                at = coarse_hull + base + r2 * np.asarray(direction, dtype=float)
+                slack = HULL_TOL_M + (r2 - r1) + _SCREEN_SLACK_M
+                depth = max(obstacle_penetrations(at, self._band).values(), default=0.0)
+                # the same bound for the members placed so far: the exact footprint is at
+                # most ``slack`` further from one than the coarse one at r2
+                if depth > HARD_TOL_M + slack or any(
+                        _box_gap(at, o) + slack < MEMBER_GAP_M
+                        and _distance(at, o) + slack < MEMBER_GAP_M
+                        for o in self._screen_others.values()):
+                    self._screened += 1
+                    return None
+        return self._offset(hull_rel, base, direction, obstacle, target)
+
     def _penetrations(self, hull: np.ndarray) -> dict[str, float]:
         """``obstacles.penetrations`` against the band, remembered per footprint (the band
         is fixed while it is the same object), the same floats: first with the footprint
@@ -915,13 +984,18 @@ class Solver:
         ends = set(self._band_names) - barriers
         for p in (points[0], points[-1]):
             ends |= {k for k, d in self._penetrations(hull_rel + p).items() if d > OBSTACLE_TOL_M}
+        # the coarse footprint (within HULL_TOL_M, containing it) swept along a leg contains
+        # the footprint's sweep: where it meets no barrier, the footprint does not either
+        coarse_rel = self._coarse(hull_rel)
+        walls = [ob for ob in self._band if ob.name in barriers]
         for a, b in itertools.pairwise(points):
             if float(np.abs(b - a).max()) <= _EPS:
                 continue
-            swept = convex_hull_2d(np.vstack([hull_rel + a, hull_rel + b]))
-            coarse = self._coarse_depths(swept)
+            coarse = obstacle_penetrations(
+                convex_hull_2d(np.vstack([coarse_rel + a, coarse_rel + b])), walls)
             if not any(d > OBSTACLE_TOL_M and k not in ends for k, d in coarse.items()):
                 continue
+            swept = convex_hull_2d(np.vstack([hull_rel + a, hull_rel + b]))
             if any(d > OBSTACLE_TOL_M and k not in ends
                    for k, d in self._penetrations(swept).items()):
                 return True
@@ -1411,13 +1485,13 @@ class Solver:
                    or _distance(hull, o) >= MEMBER_GAP_M for o in others.values())
 
     def _alternatives(self, m: _Member, t: _Target, anchor: _Anchor
-                      ) -> list[tuple[float, Callable[[], _Target], dict[str, Any]]]:
+                      ) -> list[tuple[float, Callable[[], _Target | None], dict[str, Any]]]:
         """Candidate targets keeping the hard constraints for a blocked member, each with
         its cost (what is given up, weighted) and what it gives up: a smaller clearance on
         the same line, a turn round a ring, a slide along the edge, another edge. The cost
         does not depend on where exactly the candidate lands, so each target is built only
         when asked for (cheapest first, until one fits)."""
-        out: list[tuple[float, Callable[[], _Target], dict[str, Any]]] = []
+        out: list[tuple[float, Callable[[], _Target | None], dict[str, Any]]] = []
         c0 = self.clearance_m
         cs = [c for c in np.arange(c0 - CLEARANCE_STEP_M, -_EPS, -CLEARANCE_STEP_M)
               if c >= MIN_CLEARANCE_M - _EPS]
@@ -1426,8 +1500,11 @@ class Solver:
             base_deg = math.degrees(math.atan2(rel[1], rel[0]))
             direction = rel / max(float(np.linalg.norm(rel)), 1e-12)
             for c in cs:
-                def closer(c: float = c) -> _Target:
-                    r = self._offset(t.hull_rel, anchor.centre, direction, anchor.hull, c)
+                def closer(c: float = c) -> _Target | None:
+                    r = self._offset_unless_blocked(t.hull_rel, anchor.centre, direction,
+                                                    anchor.hull, c)
+                    if r is None:
+                        return None
                     return _Target(t.edge, anchor.centre + r * direction, t.yaw_deg,
                                    t.hull_rel)
                 out.append((10.0 * (c0 - c), closer,
@@ -1436,12 +1513,15 @@ class Solver:
                 for sign in (1.0, -1.0):
                     turn = sign * step * RING_STEP_DEG
 
-                    def turned(turn: float = turn) -> _Target:
+                    def turned(turn: float = turn) -> _Target | None:
                         a = math.radians(base_deg + turn)
                         rho = np.array([math.cos(a), math.sin(a)])
                         yaw = self._yaw_to(m, -rho, anchor)
                         hull = _rotate(m.hull_rel, yaw)
-                        r = self._offset(hull, anchor.centre, rho, anchor.hull, c0)
+                        r = self._offset_unless_blocked(hull, anchor.centre, rho, anchor.hull,
+                                                        c0)
+                        if r is None:
+                            return None
                         return _Target("ring", anchor.centre + r * rho, yaw, hull)
                     out.append((abs(turn) / 20.0, turned,
                                 {"constraint": "even_ring", "moved_deg": float(turn)}))
@@ -1449,8 +1529,10 @@ class Solver:
         edge = anchor.edges[t.edge]
         foot = anchor.centre + edge.tangent * float(edge.tangent @ (t.centre - anchor.centre))
         for c in cs:
-            def nearer(c: float = c) -> _Target:
-                r = self._offset(t.hull_rel, foot, edge.normal, anchor.hull, c)
+            def nearer(c: float = c) -> _Target | None:
+                r = self._offset_unless_blocked(t.hull_rel, foot, edge.normal, anchor.hull, c)
+                if r is None:
+                    return None
                 return _Target(t.edge, foot + r * edge.normal, t.yaw_deg, t.hull_rel)
             out.append((10.0 * (c0 - c), nearer,
                         {"constraint": "clearance_m", "from": c0, "to": float(c)}))
@@ -1463,9 +1545,11 @@ class Solver:
             reach = other.length / 2.0
             for along in np.arange(-reach, reach + _EPS, SLIDE_STEP_M):
                 def slid(along: float = float(along), other: _Edge = other,
-                         yaw: float = yaw, hull: np.ndarray = hull) -> _Target:
+                         yaw: float = yaw, hull: np.ndarray = hull) -> _Target | None:
                     base = anchor.centre + other.tangent * along
-                    r = self._offset(hull, base, other.normal, anchor.hull, c0)
+                    r = self._offset_unless_blocked(hull, base, other.normal, anchor.hull, c0)
+                    if r is None:
+                        return None
                     return _Target(other.name, base + r * other.normal, yaw, hull)
                 if e2 == t.edge:
                     cost, what = 5.0 * abs(float(along) - t_now), {
@@ -1560,6 +1644,7 @@ class Solver:
                 return True
 
             found = None
+            self._screen_others = others
             for _, make, what in sorted(options, key=lambda x: x[0]):
                 if self._out_of_time(f"placements for {name} searched in part"):
                     break
@@ -1567,6 +1652,7 @@ class Solver:
                 if cands is not None and fits(cands):
                     found = (cands, what)
                     break
+            self._screen_others = {}
             if found is not None:
                 out.update(found[0])
                 entry.update(found[1])
@@ -1929,6 +2015,7 @@ class Solver:
                 # a clear place still being searched for: the next decision goes on with it
                 self._sticky, self._last_targets = None, {}
         targets, given_up = cached
+        self._infeasible_now = bool(given_up)
         infeasible = self.infeasible_reason(given_up)
         tail = f" Infeasible: {infeasible}." if infeasible else ""
         tail += self._budget_note(given_up)
@@ -1993,6 +2080,13 @@ class Solver:
                 phase: Phase, n: int) -> tuple[dict[str, Any], dict[str, _Move]]:
         """The decision for these plans (reason without its tail) and the moves in it."""
         needed = sorted((p for p in plans if p.needed), key=lambda p: (-p.priority, p.name))
+        if n > 1 and needed and self._settles_infeasible(needed, n):
+            names = ", ".join(sorted(p.name for p in needed))
+            return {"members": {}, "converged": True,
+                    "reason_summary": "no change: the pattern cannot be met (below) and every "
+                                      "member keeps every hard constraint; the small "
+                                      f"corrections left ({names}) change no hard "
+                                      "constraint, so the arrangement settles here."}, {}
         if n > 1 and needed and all(p.name in self._settled for p in needed) and not (
                 self._resolve(needed, members, anchor, phase.cap_m)):
             needed = []   # settled members that cannot get nearer their best pose: no change
@@ -2036,6 +2130,23 @@ class Solver:
                  "converged": False,
                  "reason_summary": self._summary(note, real, len(moves) - real, len(needed),
                                                  reassigned)}, moves)
+
+    def _settles_infeasible(self, needed: list[_Plan], n: int) -> bool:
+        """Does an infeasible plan settle now? When the kept plan gave something up, the
+        state n - 1 breaks no hard constraint and what is left are small corrections (at
+        most 3 members, none penetrating, each within the member phase's cap), no move
+        can change the hard-constraint state or the verdict: the decision is "no change",
+        so an infeasible room stops with the contract's empty iterations as soon as a
+        feasible one converges (rather than waiting for the member phase to make them).
+        The same in every state that meets it: a fresh solver decides the same."""
+        now = self._trail.get(n - 1)
+        if (not self._infeasible_now or now is None or now.hard or len(needed) > 3
+                or self._regressed(n)):
+            return False
+        member_cap = phase_for(4, len(self.member_ids)).cap_m
+        return all(not p.member.penetrating
+                   and _length(_walk(p.paths[0], member_cap)) >= _length(p.paths[0]) - _EPS
+                   for p in needed)
 
     def _budget_note(self, given_up: list[dict[str, Any]]) -> str:
         """The reason's sentence when this decision's search (or the plan it keeps) was cut

@@ -405,3 +405,38 @@ def _distance_exact(a: np.ndarray, b: np.ndarray) -> float:
     from island_tools.measure.geometry import convex_signed_distance
 
     return convex_signed_distance(a, b)[0]
+
+
+def test_an_infeasible_ring_settles_by_min_iter_without_running_out_of_budget() -> None:
+    """Issue 36's run ratio: the infeasible ring took 7 iterations (its small corrections
+    held for the member phase and made at iter 4, then the contract's three empty
+    iterations) and its first decision ran out of the budget. On an unlimited budget (the
+    result then does not depend on time) the loop (``run_loop``: the adapter's gate and
+    stop rules) now ends at MIN_ITER with every move in the first two iterations
+    (``Solver._settles_infeasible``), no decision's search is cut (no budget note: the
+    coarse proof rules the blocked placements out), the verdict is fail with the reason,
+    and no hard constraint is broken."""
+    from island_tools import solver as solver_module
+    from island_tools.policy import MIN_ITER
+    from scripts.benchmarks.quality_cases import run_loop
+
+    room = next(r for r in crowded.ROOMS if r.name == RING)
+    case, context = crowded.build(room, 0)
+    made: list[Solver] = []
+    real = solver_module.Solver.__init__
+
+    def unlimited(self: Solver, *args: object, **kwargs: object) -> None:
+        kwargs["budget_s"] = 600.0
+        real(self, *args, **kwargs)   # type: ignore[arg-type]
+        made.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(solver_module.Solver, "__init__", unlimited)
+        loop = run_loop(case, context=context)
+    assert made and loop.iters == MIN_ITER, (loop.iters, loop.nonempty, loop.reasons)
+    assert max(loop.nonempty) <= 2
+    assert not any(BUDGET_NOTE in r for r in loop.reasons)
+    assert loop.given_up and "Infeasible: " in loop.reasons[-1]
+    assert "settles here" in loop.reasons[-1]
+    assert loop.review["summary"]["verdict"] == "fail"
+    assert crowded.violations(case, context, loop.poses) == []
