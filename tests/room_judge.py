@@ -31,7 +31,8 @@ from shapely.geometry import MultiPoint, Point, Polygon
 from shapely.ops import nearest_points, unary_union
 
 REPO = Path(__file__).resolve().parents[1]
-FACING_TOL_DEG = 25.0   # a designer's chairs stand up to 23 deg off (servicesim)
+FACING_TOL_DEG = 25.0   # a designer's chairs stand up to 23 deg off (servicesim); a tidy
+# room's member left as designed is judged against its own facing (Object_47: 26.3 deg)
 MOVED_M, MOVED_DEG = 0.02, 2.0
 VOXEL_M = 0.02
 SHARED_VOXELS = 4
@@ -200,6 +201,30 @@ def _angle(a: np.ndarray, b: np.ndarray) -> float:
     return math.degrees(math.acos(cos))
 
 
+def _facing_err(dump_: dict[str, np.ndarray], m: str, a: str, role: str,
+                fronts: dict[str, Any]) -> float | None:
+    """Degrees between member ``m``'s front and the way it should face its anchor ``a``
+    (None: a front or a direction is undetermined)."""
+    af = _footprint(dump_[f"{a}|verts"])
+    c = _footprint(dump_[f"{m}|verts"]).centroid
+    front = _front(dump_[f"{m}|matrix"], fronts.get(m))
+    if role == "bed":
+        # a nightstand faces the way the bed does
+        afront = _front(dump_[f"{a}|matrix"], fronts.get(a))
+        return None if front is None or afront is None else _angle(front, afront)
+    if role == "tv_stand":
+        target = af.centroid
+        d = np.array([target.x - c.x, target.y - c.y])
+    elif af.contains(Point(c.x, c.y)):
+        # tucked in so far its centre is under the top: it faces from the nearest edge inward
+        edge = nearest_points(af.exterior, Point(c.x, c.y))[0]
+        d = np.array([c.x - edge.x, c.y - edge.y])
+    else:
+        target = nearest_points(af, Point(c.x, c.y))[0]
+        d = np.array([target.x - c.x, target.y - c.y])
+    return None if front is None or np.linalg.norm(d) < 1e-9 else _angle(front, d)
+
+
 def scene_names(truth: dict[str, Any]) -> list[str]:
     return sorted({n for t in truth["groups"].values() for n in (t["anchor"], *t["members"])}
                   | set(truth.get("walls", [])))
@@ -227,42 +252,32 @@ def judge_scene(truth: dict[str, Any], after: dict[str, np.ndarray],
     out: dict[str, Any] = {"groups": {}, "members": 0, "in_wall": [], "moved": [],
                            "penetrations": [], "passed": 0}
     fronts = truth.get("fronts", {})
+    tidy = before is not None and truth.get("state") == "tidy"
     for gid, t in truth["groups"].items():
         a = t["anchor"]
         role = (t.get("spec") or {}).get("anchor_role", "")
         lo, hi = GAP_RANGE.get(role, GAP_DEFAULT)
         af = _footprint(after[f"{a}|verts"])
-        afront = _front(after[f"{a}|matrix"], fronts.get(a))
         faults: list[str] = []
         for m in t["members"]:
             out["members"] += 1
             mf = _footprint(after[f"{m}|verts"])
-            c = mf.centroid
             gap = float(mf.distance(af))
             if gap == 0.0:
                 inter = mf.intersection(af).area
                 gap = -math.sqrt(max(inter, 0.0))
-            front = _front(after[f"{m}|matrix"], fronts.get(m))
-            if role == "bed":
-                # a nightstand faces the way the bed does
-                err = None if front is None or afront is None else _angle(front, afront)
-            else:
-                if role == "tv_stand":
-                    target = af.centroid
-                    d = np.array([target.x - c.x, target.y - c.y])
-                elif af.contains(Point(c.x, c.y)):
-                    # tucked in so far its centre is under the top: it faces from the
-                    # nearest edge inward
-                    edge = nearest_points(af.exterior, Point(c.x, c.y))[0]
-                    d = np.array([c.x - edge.x, c.y - edge.y])
-                else:
-                    target = nearest_points(af, Point(c.x, c.y))[0]
-                    d = np.array([target.x - c.x, target.y - c.y])
-                err = (None if front is None or np.linalg.norm(d) < 1e-9
-                       else _angle(front, d))
+            err = _facing_err(after, m, a, role, fronts)
             if m in t.get("ambiguous", []):
                 err = 0.0   # it may face either of its two anchors: not judged
-            if front is not None and (err is None or err > FACING_TOL_DEG):
+            elif err is not None and err > FACING_TOL_DEG and tidy:
+                # a room in order is judged against itself: a member the designer stood
+                # further off than the tolerance passes if it is left as designed
+                assert before is not None
+                err0 = _facing_err(before, m, a, role, fronts)
+                if err0 is not None and err <= err0 + MOVED_DEG:
+                    err = 0.0
+            if _front(after[f"{m}|matrix"], fronts.get(m)) is not None and (
+                    err is None or err > FACING_TOL_DEG):
                 faults.append(f"{m}: facing {err if err is None else round(err, 1)} deg")
             if not lo <= gap <= hi:
                 faults.append(f"{m}: gap {gap:.2f} m outside {lo}..{hi}")
@@ -277,7 +292,8 @@ def judge_scene(truth: dict[str, Any], after: dict[str, np.ndarray],
                                            or shared("before", m, o) < SHARED_VOXELS):
                     faults.append(f"{m}: penetrates {o} ({n} voxels)")
                     out["penetrations"].append([m, o])
-        if before is not None and truth.get("state") == "tidy":
+        if tidy:
+            assert before is not None
             for n in (a, *t["members"]):
                 m0, m1 = before[f"{n}|matrix"], after[f"{n}|matrix"]
                 dt = float(np.linalg.norm(m1[:2, 3] - m0[:2, 3]))
