@@ -159,6 +159,41 @@ def test_real_armchairs_and_sofas_are_never_read_as_each_other() -> None:
         assert (r.role, r.settled) == ("sofa", True), (seed, r)
 
 
+def test_a_seat_between_wide_flat_arms_is_an_armchair() -> None:
+    """Infinigen's armchair_ArmChairFactory_s3 (1.37 x 1.32 m): wide flat arms at 0.84-0.89 m
+    cover more of its footprint from above than the 0.45 m seat between them, with a leg
+    rest at 0.23 m. The seat, not the arm tops, is its surface: an armchair at every yaw
+    (it was "no role fits", so its TV group held it as a doubt). The same arms built by
+    hand around a seat and a seat alone tell the same."""
+    name = "assets:infinigen/armchair_ArmChairFactory_s3.glb"
+    v, f = _corpus({name})[name]
+    for yaw in (0.0, 37.0, 90.0, 211.0):
+        r = _role(v, f, _posed(yaw))
+        assert (r.role, r.settled) == ("armchair", True), (yaw, r)
+    # by hand: 0.62 m seat at 0.44 m between 0.34 m wide arms at 0.85 m, back to 0.92 m
+    flat_arms = _seat([(0.0, 0.62, 0.0, 0.80, 0.0, 0.44),          # seat block
+                       (-0.34, 0.0, 0.0, 0.80, 0.0, 0.85),         # left arm
+                       (0.62, 0.96, 0.0, 0.80, 0.0, 0.85),         # right arm
+                       (-0.34, 0.96, 0.80, 0.98, 0.0, 0.92)])      # back
+    r = _role(*flat_arms, _posed(20.0))
+    assert (r.role, r.settled) == ("armchair", True), r
+
+
+def test_a_base_whose_footprint_rectangles_tie_reads_the_same_at_every_yaw() -> None:
+    """Kenney's bar stool stands on a hexagonal base: three minimum-area rectangles of its
+    footprint tie, and which one floating point picked turned with the yaw, so the stool
+    read as settled storage at half of the yaws (a wrong role, a member lost). Its role, and
+    that of the other pieces on round or polygonal bases, is now one at every yaw."""
+    names = {"assets:kenney-cco/stoolBar.glb", "assets:kenney-cco/stoolBarSquare.glb",
+             "assets:infinigen/round_table_TableCocktailFactory_s1.glb",
+             "assets:infinigen/bar_chair_BarChairFactory_s1.glb"}
+    for name, (v, f) in _corpus(names).items():
+        seen = {yaw: _role(v, f, _posed(yaw)) for yaw in range(0, 360, 15)}
+        roles = {(r.role, r.settled) for r in seen.values()}
+        assert len(roles) == 1, (name, {y: (r.role, r.settled) for y, r in seen.items()})
+        assert ("storage", True) not in roles, name
+
+
 def test_the_high_back_office_chair_is_a_chair_facing_its_seat() -> None:
     """Infinigen's 1.29 m high-back office chair (a five-spoke base, arms): a chair, its
     front the seat's within 5 deg at any yaw."""

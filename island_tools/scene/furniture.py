@@ -132,8 +132,21 @@ class Shape:
     seat_run_m: float = 0.0      # the surface band's run along the back (room for how many)
 
 
-def _unit_rect(hull: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float, np.ndarray]:
-    rect = min_area_rects(hull)[0]
+RECT_TIE_REL = 1e-4           # minimum-area rectangles this close in area tie (a hexagon's)
+
+
+def _unit_rect(hull: np.ndarray, local_x: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, float, float, np.ndarray]:
+    """The footprint's minimum-area rectangle: (long side, short side, length, width,
+    centre). Where several tie (a hexagonal or round base), the one nearest the unit's own
+    x axis (``local_x``, world xy), so the measure turns with the unit and its role does
+    not depend on its yaw."""
+    rects = min_area_rects(hull, rel_tol=RECT_TIE_REL)
+    rect = rects[0]
+    if local_x is not None and len(rects) > 1:
+        ax = math.atan2(float(local_x[1]), float(local_x[0]))
+        rect = min(rects, key=lambda r: (abs((r.angle - ax + math.pi / 4.0) % (math.pi / 2.0)
+                                             - math.pi / 4.0), r.extent_u * r.extent_v))
     e_u = np.array([math.cos(rect.angle), math.sin(rect.angle)])
     e_v = np.array([-e_u[1], e_u[0]])
     pu, pv = hull @ e_u, hull @ e_v
@@ -201,7 +214,7 @@ def _measure(unit: UnitInput, f: np.ndarray, unit_scale: float) -> Shape:
                       np.array([0.0, 1.0]), 0.0, 0.0, False, None, 0.0, 0.0, 0.0, 0.0,
                       np.zeros(2), 0.0, 0.0, False, rot2, world[:2, 3] * unit_scale,
                       (v, f))
-    e_long, e_short, length, width, centre = _unit_rect(hull)
+    e_long, e_short, length, width, centre = _unit_rect(hull, rot2[:, 0])
     # the rectangle's frame: u along the long side, w along the short side, z up from base
     rel = pts[:, :2] - centre
     p = np.stack([rel @ e_long, rel @ e_short, pts[:, 2] - base_z], axis=1)
@@ -211,7 +224,7 @@ def _measure(unit: UnitInput, f: np.ndarray, unit_scale: float) -> Shape:
     hit = np.isfinite(far)
     cells = float(res * res)
     top_share = float((far >= height - SURFACE_BAND_M).sum() / cells)
-    surface_m, surface_share = _surface(far[hit], cells)
+    surface_m, surface_share = _surface(far)
     body_share = float(((far >= 0.25) & (far <= 0.95)).sum() / cells)
     tall_share, tall_offset = 0.0, np.zeros(2)
     if surface_m is not None:
@@ -264,19 +277,29 @@ def _seat_run(far: np.ndarray, surface_m: float, on_long: bool, length: float,
         length if on_long else width) / far.shape[0]
 
 
-def _surface(tops: np.ndarray, cells: float) -> tuple[float | None, float]:
-    """The height band (2 cm bins, a bin and its neighbours) that covers most of the
-    footprint between 0.15 m and 1.0 m: a seat, a top, a mattress."""
-    tops = tops[(tops >= 0.15) & (tops <= 1.0)]
-    if not len(tops):
+def _surface(far: np.ndarray) -> tuple[float | None, float]:
+    """The height band (2 cm bins, a bin and its neighbours) between 0.15 m and 1.0 m that
+    covers most of the footprint and of its middle (the central half of each side): a seat,
+    a top, a mattress. The middle counts as much as the whole: wide flat arms can cover more
+    of a footprint than the seat between them, but never its middle."""
+    hit = np.isfinite(far)
+    ok = hit & (np.where(hit, far, -1.0) >= 0.15) & (np.where(hit, far, 2.0) <= 1.0)
+    if not ok.any():
         return None, 0.0
+    res = far.shape[0]
+    lo_c, hi_c = res // 4, res - res // 4
+    middle = np.zeros_like(ok)
+    middle[lo_c:hi_c, lo_c:hi_c] = True
+    tops = far[ok]
     bins = np.floor(tops / 0.02).astype(np.int64)
     lo = int(bins.min())
     counts = np.bincount(bins - lo)
+    mid = np.bincount(bins[middle[ok]] - lo, minlength=len(counts))
     window = np.convolve(counts, np.ones(3), mode="same")
-    best = int(np.argmax(window))
+    mid_window = np.convolve(mid, np.ones(3), mode="same")
+    best = int(np.argmax(window / far.size + mid_window / float(middle.sum())))
     sel = np.abs(bins - lo - best) <= 1
-    return float(np.median(tops[sel])), float(sel.sum() / cells)
+    return float(np.median(tops[sel])), float(sel.sum() / far.size)
 
 
 # --------------------------------------------------------------------------- roles
