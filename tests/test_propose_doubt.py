@@ -341,6 +341,28 @@ def test_twin_tables_splitting_their_seats_unevenly_leave_the_fuller_one_in_doub
     assert b["proposal"]["status"] == "confident", b["proposal"]["reasons"]
 
 
+def test_of_twin_tables_only_the_seats_within_reach_of_both_are_in_doubt() -> None:
+    """Twin tables 0.9 m apart; the fuller one holds two seats on its outer side and one in
+    the aisle between the two (0.15 m from it, 0.30 m from its twin): only the aisle seat can
+    be the pair's odd seat, so only it is held in doubt, naming the twin; the outer seats,
+    1.5 m and more from the twin, are the fuller table's to refine (the group stays
+    uncertain)."""
+    room = rooms.Room((10.0, 10.0))
+    twin_tables(room, 2, 1, apart_m=0.9)
+    a = piece("table_rect", 3)
+    chair = piece("dining_chair", 3)
+    ya = half(a, 1) + 0.45
+    place(room, "Object_12", chair, (0.0, ya - half(a, 1) - CHAIR_GAP_M - depth(chair) / 2),
+          facing=(0.0, 1.0), group="a", role="chair")
+    got = by_anchor(propose(room))
+    g = got["Object_1"]
+    assert sorted(g["members"]) == ["Object_10", "Object_11", "Object_12"], g["proposal"]
+    assert g["proposal"]["status"] == "uncertain"
+    doubted = g["proposal"]["uncertain_members"]
+    assert "'Object_2'" in doubted.get("Object_12", ""), doubted
+    assert not {"Object_10", "Object_11"} & set(doubted), doubted
+
+
 @pytest.mark.parametrize("what,seats_b,b_seed,apart_m", [
     ("an even split", 2, 3, 0.6),
     ("another model beside it", 1, 5, 0.6),

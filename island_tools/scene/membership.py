@@ -149,7 +149,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     held = {n: c for n, c in chosen.items() if c is not None}
     facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
-    twins = _twin_tables(live, held)
+    twins = _twin_doubts(_twin_tables(live, held), held, cands)
     out.desk_reading = _desk_readings(live, walls)
     rivals: dict[tuple[str, str], list[tuple[float, str, Candidate]]] = {}
     for n, cs in cands.items():   # anchor slot -> who it left out for want of places
@@ -204,8 +204,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
-            elif c.anchor in twins:
-                out.uncertain[n] = twins[c.anchor]
+            elif n in twins:
+                out.uncertain[n] = twins[n]
             continue
         for x in cs:
             why = left.get(n) or (
@@ -312,10 +312,10 @@ def _desk_readings(live: Mapping[str, _Piece], walls: Sequence[Shape]) -> dict[s
 
 
 def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
-                 ) -> dict[str, str]:
-    """Table -> why its seats are in doubt: of two tables of one model standing side by side
-    (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats (which of them is the
-    pair's odd seat is not settled by where the seats stand)."""
+                 ) -> dict[str, tuple[str, str]]:
+    """Table -> (why its seats are in doubt, the other table): of two tables of one model
+    standing side by side (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats
+    (which of them is the pair's odd seat is not settled by where the seats stand)."""
     tables = sorted(n for n, a in live.items() if _anchor_role(a) == "table")
     count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
     out: dict[str, str] = {}
@@ -334,7 +334,21 @@ def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
                 f"'{full}' and '{other}' are one model side by side ({max(gap, 0):.2f} m "
                 f"apart): they hold {count[a] + count[b]} seats, {count[full]} here and "
                 f"{count[other]} there, and which table the odd seat belongs to is not "
-                "settled by where the seats stand"))
+                "settled by where the seats stand", other))
+    return out
+
+
+def _twin_doubts(twins: Mapping[str, tuple[str, str]], held: Mapping[str, Candidate],
+                 cands: Mapping[str, Sequence[Candidate]]) -> dict[str, str]:
+    """Seat -> why it is in doubt, for the fuller table of twins (:func:`_twin_tables`): the
+    seats it holds that stand within a seat's reach of the other table (the odd seat can
+    only be one of those: a seat beyond that reach is no candidate of the other table);
+    where none does, every seat it holds, as the pair's doubt is still open."""
+    out: dict[str, str] = {}
+    for full, (why, other) in twins.items():
+        seats = sorted(n for n, c in held.items() if c.anchor == full)
+        near = [n for n in seats if any(x.anchor == other for x in cands[n])]
+        out.update(dict.fromkeys(near or seats, why))
     return out
 
 
