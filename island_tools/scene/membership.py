@@ -318,7 +318,7 @@ def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
     (which of them is the pair's odd seat is not settled by where the seats stand)."""
     tables = sorted(n for n, a in live.items() if _anchor_role(a) == "table")
     count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for i, a in enumerate(tables):
         for b in tables[i + 1:]:
             sa, sb = live[a].shape, live[b].shape
