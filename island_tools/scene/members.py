@@ -316,6 +316,22 @@ def capacity(arole: str, a: Shape, af: Front, widths: Sequence[float]) -> dict[s
     return {"around": max(1, int(edge // (w + SEAT_SPACING_M)))}
 
 
+def place_free(arole: str, a: Shape, af: Front, seat: Shape, nearer: Sequence[Shape]) -> bool:
+    """Whether table or desk ``a`` has a place left for ``seat`` by the edge it stands at,
+    ``nearer`` (the anchor's own seats standing nearer to it than ``seat``) taken: a
+    rectangular table's edge holds its length over the seat's width plus
+    ``SEAT_SPACING_M`` (at least one), taken by the seats at that same edge; a round table
+    or a desk with a front holds its ``capacity``, taken by all of them."""
+    if a.round or (arole == "desk" and af.world is not None):
+        places = capacity(arole, a, af, [seat.width])["around"]
+        return len(nearer) < places
+    normal = edge_normal(a, seat)
+    edge = a.width if abs(float(normal @ a.e_long)) > 0.7 else a.length
+    places = max(1, int(edge // (seat.width + SEAT_SPACING_M)))
+    taken = sum(1 for s in nearer if float(edge_normal(a, s) @ normal) > 0.7)
+    return taken < places
+
+
 # --------------------------------------------------------------------------- assignment
 def min_cost_assignment(cost: np.ndarray) -> list[int]:
     """The column of each row in a minimum-cost assignment of ``cost`` (rows <= columns,

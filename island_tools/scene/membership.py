@@ -25,6 +25,7 @@ from .members import (
     before_sofa,
     beside_bed,
     capacity,
+    place_free,
     seat_at_table,
     seat_at_tv,
     wall_behind,
@@ -185,11 +186,11 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"'{r}' stands nearly as near ({x.evidence}) and "
                                     f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
                                     "them: which is its member is a guess")
-            elif (_anchor_role(live[c.anchor]) in ("table", "desk")
-                  and c.gap_m > SEAT_FAR_M and others):
+            elif (_anchor_role(live[c.anchor]) in ("table", "desk") and c.gap_m > SEAT_FAR_M
+                  and (far := _far_rivals(n, c, others, pieces, live, held))):
                 # pulled out further than a seat in order stands, with another anchor near
-                # it: which one it was pulled from is a guess (alone, it is its table's)
-                o = others[0]
+                # it that could have lost it: which one it was pulled from is a guess
+                o = far[0]
                 out.uncertain[n] = (f"{c.gap_m:.2f} m from the edge, further out than a seat "
                                     f"at it stands in order ({SEAT_FAR_M:.2f} m), and "
                                     f"{_gap_words(o.gap_m)} from '{o.anchor}'")
@@ -531,4 +532,33 @@ def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
             out[s.name] = (f"'{s.name}' ({s.length:.2f}x{s.width:.2f} m, {s.height:.2f} m "
                            f"tall) stands {max(gap, 0):.2f} m from the anchor and no role "
                            "fits it: it may be a member")
+    return out
+
+
+def _far_rivals(n: str, c: Candidate, others: Sequence[Candidate],
+                pieces: Mapping[str, _Piece], live: Mapping[str, _Piece],
+                held: Mapping[str, Candidate]) -> list[Candidate]:
+    """Of the rival anchors ``others`` (each could hold it), those that could have lost
+    seat ``n``, held by ``c`` further out than ``SEAT_FAR_M``: each, unless the places
+    settle it - the rival is a table or desk standing further from the seat than its
+    holder, whose places by it are all taken by its own seats standing nearer to it, while
+    the holder has a place free by it (``members.place_free``). Gaps alone settle nothing:
+    disorder pulls a seat up to 0.6 m out and slides it to another edge, so a seat 0.2 m
+    nearer one table may still be the other's."""
+    seat = pieces[n].shape
+    a = live[c.anchor]
+    arole = _anchor_role(a) or "table"
+    mine = [pieces[m].shape for m, h in held.items()
+            if m != n and h.anchor == c.anchor and h.gap_m < c.gap_m]
+    own_free = place_free(arole, a.shape, a.front, seat, mine)
+    out = []
+    for o in others:
+        b = live[o.anchor]
+        brole = _anchor_role(b)
+        if own_free and brole in ("table", "desk") and o.gap_m > c.gap_m:
+            theirs = [pieces[m].shape for m, h in held.items()
+                      if m != n and h.anchor == o.anchor and h.gap_m < o.gap_m]
+            if not place_free(brole or "table", b.shape, b.front, seat, theirs):
+                continue
+        out.append(o)
     return out
