@@ -17,6 +17,9 @@ import numpy as np
 import pytest
 
 from fixtures import rooms
+from fixtures.rooms import room_units
+from island_tools.scene import members
+from island_tools.scene.furniture import Shape, measure_unit
 from tests.test_propose import piece
 from tests.test_propose_desk_doubt import _physical, asset
 from tests.test_propose_disorder import by_anchor, footprint, propose
@@ -110,3 +113,29 @@ def test_a_seat_whose_gaps_nearly_tie_stays_in_doubt() -> None:
     holder = [g for g in doc["groups"] if "Object_2" in g["members"]]
     assert len(holder) == 1 and holder[0]["proposal"]["status"] == "uncertain"
     assert "Object_2" in holder[0]["proposal"]["uncertain_members"]
+
+
+def _shapes(room: rooms.Room) -> dict[str, Shape]:
+    return {n: measure_unit(u) for n, u in room_units(room).items()
+            if n.startswith("Object_")}
+
+
+def test_a_small_tables_edge_holds_one_seat_and_a_desks_front_one() -> None:
+    """``members.place_free`` on the same meshes: the rival table's edge toward the pulled
+    chair is taken by its chair (free without it); the desk's one front place is taken by
+    its chair, whichever edge the pulled chair stands by."""
+    Front = members.Front
+    s = _shapes(cafe("table", rival_seat=True))
+    none = Front(None, "", 0.0)
+    assert not members.place_free("table", s["Object_5"], none, s["Object_2"],
+                                  [s["Object_6"]])
+    assert members.place_free("table", s["Object_5"], none, s["Object_2"], [])
+    # the edge a seat takes is the one it stands at: from the holder's side, the rival's
+    # chair stands at the pulled chair's edge too (south of both)
+    assert not members.place_free("table", s["Object_1"], none, s["Object_2"],
+                                  [s["Object_6"]])
+    d = _shapes(cafe("desk", rival_seat=True))
+    front = Front(np.array([0.0, -1.0]), "test", 1.0)
+    assert not members.place_free("desk", d["Object_5"], front, d["Object_2"],
+                                  [d["Object_6"]])
+    assert members.place_free("desk", d["Object_5"], front, d["Object_2"], [])
