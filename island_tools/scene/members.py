@@ -332,6 +332,31 @@ def place_free(arole: str, a: Shape, af: Front, seat: Shape, nearer: Sequence[Sh
     return taken < places
 
 
+def far_rivals(n: str, c: Candidate, others: Sequence[Candidate],
+               anchors: Mapping[str, tuple[str | None, Shape, Front]],
+               held: Mapping[str, tuple[Candidate, Shape]]) -> list[Candidate]:
+    """Of the rival anchors ``others`` (each could hold it), those that could have lost
+    seat ``n``, held by ``c`` further out than a seat in order stands: each, unless the
+    places settle it - the rival is a table or desk standing further from the seat than its
+    holder, whose places by it are all taken by its own seats standing nearer to it, while
+    the holder has a place free by it (:func:`place_free`). Gaps alone settle nothing:
+    disorder pulls a seat up to 0.6 m out and slides it to another edge, so a seat 0.2 m
+    nearer one table may still be the other's. ``anchors``: anchor -> (role, shape,
+    front); ``held``: held member -> (its candidate, its shape)."""
+    seat = held[n][1]
+
+    def free(anchor: str, gap: float) -> bool:
+        role, shape, front = anchors[anchor]
+        nearer = [s for m, (h, s) in held.items()
+                  if m != n and h.anchor == anchor and h.gap_m < gap]
+        return place_free(role or "table", shape, front, seat, nearer)
+
+    own_free = free(c.anchor, c.gap_m)
+    return [o for o in others
+            if not (own_free and anchors[o.anchor][0] in ("table", "desk")
+                    and o.gap_m > c.gap_m and not free(o.anchor, o.gap_m))]
+
+
 # --------------------------------------------------------------------------- assignment
 def min_cost_assignment(cost: np.ndarray) -> list[int]:
     """The column of each row in a minimum-cost assignment of ``cost`` (rows <= columns,

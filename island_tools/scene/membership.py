@@ -25,7 +25,7 @@ from .members import (
     before_sofa,
     beside_bed,
     capacity,
-    place_free,
+    far_rivals,
     seat_at_table,
     seat_at_tv,
     wall_behind,
@@ -158,6 +158,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
             for x in cs:
                 if x.holds:
                     rivals.setdefault((x.anchor, x.slot), []).append((x.cost, n, x))
+    placed = {k: (_anchor_role(p), p.shape, p.front) for k, p in live.items()}
+    held_at = {m: (h, pieces[m].shape) for m, h in held.items()}
     for n, cs in cands.items():
         c = chosen.get(n)
         role = pieces[n].role.role
@@ -187,7 +189,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                                     f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
                                     "them: which is its member is a guess")
             elif (_anchor_role(live[c.anchor]) in ("table", "desk") and c.gap_m > SEAT_FAR_M
-                  and (far := _far_rivals(n, c, others, pieces, live, held))):
+                  and (far := far_rivals(n, c, others, placed, held_at))):
                 # pulled out further than a seat in order stands, with another anchor near
                 # it that could have lost it: which one it was pulled from is a guess
                 o = far[0]
@@ -534,31 +536,3 @@ def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
                            "fits it: it may be a member")
     return out
 
-
-def _far_rivals(n: str, c: Candidate, others: Sequence[Candidate],
-                pieces: Mapping[str, _Piece], live: Mapping[str, _Piece],
-                held: Mapping[str, Candidate]) -> list[Candidate]:
-    """Of the rival anchors ``others`` (each could hold it), those that could have lost
-    seat ``n``, held by ``c`` further out than ``SEAT_FAR_M``: each, unless the places
-    settle it - the rival is a table or desk standing further from the seat than its
-    holder, whose places by it are all taken by its own seats standing nearer to it, while
-    the holder has a place free by it (``members.place_free``). Gaps alone settle nothing:
-    disorder pulls a seat up to 0.6 m out and slides it to another edge, so a seat 0.2 m
-    nearer one table may still be the other's."""
-    seat = pieces[n].shape
-    a = live[c.anchor]
-    arole = _anchor_role(a) or "table"
-    mine = [pieces[m].shape for m, h in held.items()
-            if m != n and h.anchor == c.anchor and h.gap_m < c.gap_m]
-    own_free = place_free(arole, a.shape, a.front, seat, mine)
-    out = []
-    for o in others:
-        b = live[o.anchor]
-        brole = _anchor_role(b)
-        if own_free and brole in ("table", "desk") and o.gap_m > c.gap_m:
-            theirs = [pieces[m].shape for m, h in held.items()
-                      if m != n and h.anchor == o.anchor and h.gap_m < o.gap_m]
-            if not place_free(brole or "table", b.shape, b.front, seat, theirs):
-                continue
-        out.append(o)
-    return out
