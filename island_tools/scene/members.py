@@ -19,8 +19,9 @@ slot over the whole room at once (the minimum-cost assignment, :func:`min_cost_a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -68,6 +69,13 @@ class Front:
     how: str
     confidence: float
     symmetric: bool = False
+
+
+class Placed(Protocol):
+    """A measured piece with its front (``propose_spec.Piece``)."""
+
+    shape: Shape
+    front: Front
 
 
 def snap(direction: np.ndarray, s: Shape) -> np.ndarray:
@@ -333,27 +341,28 @@ def place_free(arole: str, a: Shape, af: Front, seat: Shape, nearer: Sequence[Sh
 
 
 def far_rivals(n: str, c: Candidate, others: Sequence[Candidate],
-               anchors: Mapping[str, tuple[str | None, Shape, Front]],
-               held: Mapping[str, tuple[Candidate, Shape]]) -> list[Candidate]:
+               anchors: Mapping[str, Placed], pieces: Mapping[str, Placed],
+               held: Mapping[str, Candidate], role_of: Callable[[Any], str | None]
+               ) -> list[Candidate]:
     """Of the rival anchors ``others`` (each could hold it), those that could have lost
     seat ``n``, held by ``c`` further out than a seat in order stands: each, unless the
     places settle it - the rival is a table or desk standing further from the seat than its
     holder, whose places by it are all taken by its own seats standing nearer to it, while
     the holder has a place free by it (:func:`place_free`). Gaps alone settle nothing:
     disorder pulls a seat up to 0.6 m out and slides it to another edge, so a seat 0.2 m
-    nearer one table may still be the other's. ``anchors``: anchor -> (role, shape,
-    front); ``held``: held member -> (its candidate, its shape)."""
-    seat = held[n][1]
+    nearer one table may still be the other's. ``role_of``: an anchor's role (a desk
+    without a front is a table)."""
+    seat = pieces[n].shape
 
     def free(anchor: str, gap: float) -> bool:
-        role, shape, front = anchors[anchor]
-        nearer = [s for m, (h, s) in held.items()
+        a = anchors[anchor]
+        nearer = [pieces[m].shape for m, h in held.items()
                   if m != n and h.anchor == anchor and h.gap_m < gap]
-        return place_free(role or "table", shape, front, seat, nearer)
+        return place_free(role_of(a) or "table", a.shape, a.front, seat, nearer)
 
     own_free = free(c.anchor, c.gap_m)
     return [o for o in others
-            if not (own_free and anchors[o.anchor][0] in ("table", "desk")
+            if not (own_free and role_of(anchors[o.anchor]) in ("table", "desk")
                     and o.gap_m > c.gap_m and not free(o.anchor, o.gap_m))]
 
 

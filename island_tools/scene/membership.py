@@ -158,8 +158,6 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
             for x in cs:
                 if x.holds:
                     rivals.setdefault((x.anchor, x.slot), []).append((x.cost, n, x))
-    placed = {k: (_anchor_role(p), p.shape, p.front) for k, p in live.items()}
-    held_at = {m: (h, pieces[m].shape) for m, h in held.items()}
     for n, cs in cands.items():
         c = chosen.get(n)
         role = pieces[n].role.role
@@ -189,9 +187,8 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                                     f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
                                     "them: which is its member is a guess")
             elif (_anchor_role(live[c.anchor]) in ("table", "desk") and c.gap_m > SEAT_FAR_M
-                  and (far := far_rivals(n, c, others, placed, held_at))):
-                # pulled out further than a seat in order stands, with another anchor near
-                # it that could have lost it: which one it was pulled from is a guess
+                  and (far := far_rivals(n, c, others, live, pieces, held, _anchor_role))):
+                # pulled far out near another anchor that could have lost it: whose is a guess
                 o = far[0]
                 out.uncertain[n] = (f"{c.gap_m:.2f} m from the edge, further out than a seat "
                                     f"at it stands in order ({SEAT_FAR_M:.2f} m), and "
