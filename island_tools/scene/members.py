@@ -19,8 +19,9 @@ slot over the whole room at once (the minimum-cost assignment, :func:`min_cost_a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -68,6 +69,13 @@ class Front:
     how: str
     confidence: float
     symmetric: bool = False
+
+
+class Placed(Protocol):
+    """A measured piece with its front (``propose_spec.Piece``)."""
+
+    shape: Shape
+    front: Front
 
 
 def snap(direction: np.ndarray, s: Shape) -> np.ndarray:
@@ -314,6 +322,48 @@ def capacity(arole: str, a: Shape, af: Front, widths: Sequence[float]) -> dict[s
     else:
         edge = math.pi * a.length if a.round else 2.0 * (a.length + a.width)
     return {"around": max(1, int(edge // (w + SEAT_SPACING_M)))}
+
+
+def place_free(arole: str, a: Shape, af: Front, seat: Shape, nearer: Sequence[Shape]) -> bool:
+    """Whether table or desk ``a`` has a place left for ``seat`` by the edge it stands at,
+    ``nearer`` (the anchor's own seats standing nearer to it than ``seat``) taken: a
+    rectangular table's edge holds its length over the seat's width plus
+    ``SEAT_SPACING_M`` (at least one), taken by the seats at that same edge; a round table
+    or a desk with a front holds its ``capacity``, taken by all of them."""
+    if a.round or (arole == "desk" and af.world is not None):
+        places = capacity(arole, a, af, [seat.width])["around"]
+        return len(nearer) < places
+    normal = edge_normal(a, seat)
+    edge = a.width if abs(float(normal @ a.e_long)) > 0.7 else a.length
+    places = max(1, int(edge // (seat.width + SEAT_SPACING_M)))
+    taken = sum(1 for s in nearer if float(edge_normal(a, s) @ normal) > 0.7)
+    return taken < places
+
+
+def far_rivals(n: str, c: Candidate, others: Sequence[Candidate],
+               anchors: Mapping[str, Placed], pieces: Mapping[str, Placed],
+               held: Mapping[str, Candidate], role_of: Callable[[Any], str | None]
+               ) -> list[Candidate]:
+    """Of the rival anchors ``others`` (each could hold it), those that could have lost
+    seat ``n``, held by ``c`` further out than a seat in order stands: each, unless the
+    places settle it - the rival is a table or desk standing further from the seat than its
+    holder, whose places by it are all taken by its own seats standing nearer to it, while
+    the holder has a place free by it (:func:`place_free`). Gaps alone settle nothing:
+    disorder pulls a seat up to 0.6 m out and slides it to another edge, so a seat 0.2 m
+    nearer one table may still be the other's. ``role_of``: an anchor's role (a desk
+    without a front is a table)."""
+    seat = pieces[n].shape
+
+    def free(anchor: str, gap: float) -> bool:
+        a = anchors[anchor]
+        nearer = [pieces[m].shape for m, h in held.items()
+                  if m != n and h.anchor == anchor and h.gap_m < gap]
+        return place_free(role_of(a) or "table", a.shape, a.front, seat, nearer)
+
+    own_free = free(c.anchor, c.gap_m)
+    return [o for o in others
+            if not (own_free and role_of(anchors[o.anchor]) in ("table", "desk")
+                    and o.gap_m > c.gap_m and not free(o.anchor, o.gap_m))]
 
 
 # --------------------------------------------------------------------------- assignment

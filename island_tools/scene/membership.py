@@ -25,6 +25,7 @@ from .members import (
     before_sofa,
     beside_bed,
     capacity,
+    far_rivals,
     seat_at_table,
     seat_at_tv,
     wall_behind,
@@ -185,11 +186,10 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"'{r}' stands nearly as near ({x.evidence}) and "
                                     f"'{c.anchor}' has {caps[c.anchor][c.slot]} place(s) for "
                                     "them: which is its member is a guess")
-            elif (_anchor_role(live[c.anchor]) in ("table", "desk")
-                  and c.gap_m > SEAT_FAR_M and others):
-                # pulled out further than a seat in order stands, with another anchor near
-                # it: which one it was pulled from is a guess (alone, it is its table's)
-                o = others[0]
+            elif (_anchor_role(live[c.anchor]) in ("table", "desk") and c.gap_m > SEAT_FAR_M
+                  and (far := far_rivals(n, c, others, live, pieces, held, _anchor_role))):
+                # pulled far out near another anchor that could have lost it: whose is a guess
+                o = far[0]
                 out.uncertain[n] = (f"{c.gap_m:.2f} m from the edge, further out than a seat "
                                     f"at it stands in order ({SEAT_FAR_M:.2f} m), and "
                                     f"{_gap_words(o.gap_m)} from '{o.anchor}'")
@@ -546,3 +546,4 @@ def _unsettled_near(a: _Piece, unsettled: Sequence[Shape]) -> dict[str, str]:
                            f"tall) stands {max(gap, 0):.2f} m from the anchor and no role "
                            "fits it: it may be a member")
     return out
+
