@@ -819,6 +819,8 @@ class Solver:
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
         self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
+        # the anchor less a target footprint, and that inflated by a margin (``_path``)
+        self._transit_memo: dict[tuple[Any, ...], np.ndarray] = {}
         self._offset_memo: dict[tuple[Any, ...], float] = {}
         self._depth_memo: dict[bytes, dict[str, float]] = {}
         self._coarse_memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
@@ -1834,8 +1836,15 @@ class Solver:
               ) -> list[np.ndarray]:
         """Footprint-centre path keeping the footprint ``margin`` off the anchor (docstring)."""
         a, b = m.pivot, target.centre
-        minkowski = _minkowski_difference(anchor.hull, target.hull_rel)
-        obstacle = _minkowski_sum(minkowski, margin / math.cos(math.pi / 16) * _DISC)
+        key = (anchor.hull.tobytes(), target.hull_rel.tobytes(), float(margin))
+        obstacle = self._transit_memo.get(key)
+        if obstacle is None:   # a pure function of the key: both margins, every decision
+            minkowski = self._transit_memo.get(key[:2])
+            if minkowski is None:
+                minkowski = _minkowski_difference(anchor.hull, target.hull_rel)
+                _remember(self._transit_memo, key[:2], minkowski, MEMO_PAIRS)
+            obstacle = _minkowski_sum(minkowski, margin / math.cos(math.pi / 16) * _DISC)
+            _remember(self._transit_memo, key, obstacle, MEMO_PAIRS)
         head, tail = [a], [b]
         if _inside(obstacle, a):
             head.append(_exit_point(obstacle, a))
