@@ -155,9 +155,9 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -717,13 +717,39 @@ class _Target:
 class _Plan:
     member: _Member
     target: _Target
-    paths: tuple[list[np.ndarray], ...]   # candidates, preferred first
+    paths: Sequence[list[np.ndarray]]   # candidates, preferred first
     needed: bool
     priority: float
 
     @property
     def name(self) -> str:
         return self.member.name
+
+
+class _Paths(Sequence[list[np.ndarray]]):
+    """A plan's candidate paths, each made when first asked for (the fallback lane round a
+    dense anchor costs as much as the preferred path, and most moves never need it)."""
+
+    def __init__(self, makers: list[Callable[[], list[np.ndarray]]]) -> None:
+        self._makers = makers
+        self._made: dict[int, list[np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self._makers)
+
+    @overload
+    def __getitem__(self, i: int) -> list[np.ndarray]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[np.ndarray]]: ...
+
+    def __getitem__(self, i: int | slice) -> list[np.ndarray] | Sequence[list[np.ndarray]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        j = range(len(self))[i]
+        if j not in self._made:
+            self._made[j] = self._makers[j]()
+        return self._made[j]
 
 
 @dataclass(frozen=True)
@@ -819,6 +845,8 @@ class Solver:
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
         self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
+        # the anchor less a target footprint, and that inflated by a margin (``_path``)
+        self._transit_memo: dict[tuple[Any, ...], np.ndarray] = {}
         self._offset_memo: dict[tuple[Any, ...], float] = {}
         self._depth_memo: dict[bytes, dict[str, float]] = {}
         self._coarse_memo: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
@@ -1834,8 +1862,15 @@ class Solver:
               ) -> list[np.ndarray]:
         """Footprint-centre path keeping the footprint ``margin`` off the anchor (docstring)."""
         a, b = m.pivot, target.centre
-        minkowski = _minkowski_difference(anchor.hull, target.hull_rel)
-        obstacle = _minkowski_sum(minkowski, margin / math.cos(math.pi / 16) * _DISC)
+        key = (anchor.hull.tobytes(), target.hull_rel.tobytes(), float(margin))
+        obstacle = self._transit_memo.get(key)
+        if obstacle is None:   # a pure function of the key: both margins, every decision
+            minkowski = self._transit_memo.get(key[:2])
+            if minkowski is None:
+                minkowski = _minkowski_difference(anchor.hull, target.hull_rel)
+                _remember(self._transit_memo, key[:2], minkowski, MEMO_PAIRS)
+            obstacle = _minkowski_sum(minkowski, margin / math.cos(math.pi / 16) * _DISC)
+            _remember(self._transit_memo, key, obstacle, MEMO_PAIRS)
         head, tail = [a], [b]
         if _inside(obstacle, a):
             head.append(_exit_point(obstacle, a))
@@ -1846,12 +1881,12 @@ class Solver:
     def _plan(self, m: _Member, target: _Target, anchor: _Anchor, lane_m: float) -> _Plan:
         distance = float(np.linalg.norm(target.centre - m.pivot))
         needed = distance > POSITION_TOL_M or abs(target.yaw_deg) > YAW_TOL_DEG
-        paths: tuple[list[np.ndarray], ...] = ([m.pivot, target.centre],)
+        paths: Sequence[list[np.ndarray]] = ([m.pivot, target.centre],)
         if needed and distance > _EPS:
             # Preferred: hug the anchor. Fallback when that endpoint collides with another
-            # member: the transit lane behind every seated member.
-            paths = (self._path(m, target, anchor, TRANSIT_MARGIN_M),
-                     self._path(m, target, anchor, lane_m))
+            # member: the transit lane behind every seated member (made only if asked for).
+            paths = _Paths([functools.partial(self._path, m, target, anchor, margin)
+                            for margin in (TRANSIT_MARGIN_M, lane_m)])
         priority = (_length(paths[0]) + abs(target.yaw_deg) / 180.0
                     + (10.0 if m.penetrating else 0.0) + (5.0 if target.edge != m.edge else 0.0))
         return _Plan(m, target, paths, needed, priority)
@@ -1867,7 +1902,12 @@ class Solver:
         moves some victim one step closer to not moving.
         """
         now = {n: m.hull_rel + m.pivot for n, m in members.items()}
-        prefix = {(p.name, c): _walk(path, cap) for p in plans for c, path in enumerate(p.paths)}
+        walked: dict[tuple[str, int], list[np.ndarray]] = {}
+
+        def prefix(n: str, c: int) -> list[np.ndarray]:   # a candidate walked up to the cap
+            if (n, c) not in walked:
+                walked[(n, c)] = _walk(by_name[n].paths[c], cap)
+            return walked[(n, c)]
         choice = {p.name: 0 for p in plans}
         level = {p.name: BACKOFF_STEPS for p in plans}
         by_name = {p.name: p for p in plans}
@@ -1881,7 +1921,7 @@ class Solver:
         def endpoint(n: str) -> tuple[np.ndarray, np.ndarray] | None:
             if n not in level or level[n] < 0:
                 return None
-            path = prefix[(n, choice[n])]
+            path = prefix(n, choice[n])
             pt = _point_at(path, _length(path) * level[n] / BACKOFF_STEPS)
             return pt, by_name[n].target.hull_rel + pt
 
@@ -1898,7 +1938,7 @@ class Solver:
                     victims.add(n)   # never deeper into a wall or another group
                 elif ends[n] is not None and self._band and self._passes_through(
                         by_name[n].target.hull_rel, _upto(
-                            prefix[(n, choice[n])], level[n] / BACKOFF_STEPS)):
+                            prefix(n, choice[n]), level[n] / BACKOFF_STEPS)):
                     victims.add(n)   # nor through one to its far side
             for i, a in enumerate(names):
                 for b in names[i + 1:]:

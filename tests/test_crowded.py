@@ -440,3 +440,81 @@ def test_an_infeasible_ring_settles_by_min_iter_without_running_out_of_budget() 
     assert "settles here" in loop.reasons[-1]
     assert loop.review["summary"]["verdict"] == "fail"
     assert crowded.violations(case, context, loop.poses) == []
+
+
+def test_the_way_round_the_anchor_is_built_once_per_footprint() -> None:
+    """Issue 36's run ratio (the ring rooms' decisions, crowded and not): each member's
+    way round a dense round anchor needs the anchor less its footprint (a Minkowski
+    difference of an 889-vertex hull), once per margin and decision. It is a pure function
+    of the two shapes: ``Solver._path`` builds it once per (anchor, footprint) - for both
+    margins and every later decision on the same targets - and the paths are the same."""
+    from island_tools import solver as solver_module
+
+    room = next(r for r in crowded.ROOMS if r.name == RING)
+    case, context = crowded.build(room, 0)
+    meshes = {n: (it.vertices, it.faces) for n, it in case.items().items()}
+    axes = forward_axes_document(meshes, "anchor", {})
+    geometry = GeometryContext(meshes, "anchor", axes, None).compute(case.poses, case.spec, 0)
+    built: list[bytes] = []
+    real = solver_module._minkowski_difference
+
+    def counted(obstacle: np.ndarray, hull: np.ndarray) -> np.ndarray:
+        built.append(obstacle.tobytes() + hull.tobytes())
+        return real(obstacle, hull)
+
+    solver = Solver(meshes, "anchor", axes, case.spec, None, budget_s=600.0)
+    anchor, members = solver._anchor(case.poses, geometry), solver._members(case.poses, geometry)
+    targets = solver._targets(members, anchor)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(solver_module, "_minkowski_difference", counted)
+        paths = [[solver._path(members[n], targets[n], anchor, margin)
+                  for margin in (0.02, 0.6)] for n in solver.member_ids]
+        again = [[solver._path(members[n], targets[n], anchor, margin)
+                  for margin in (0.02, 0.6)] for n in solver.member_ids]
+    assert len(built) == len(set(built)) == len(solver.member_ids)
+    fresh = Solver(meshes, "anchor", axes, case.spec, None, budget_s=600.0)
+    for n, ways, later in zip(solver.member_ids, paths, again):
+        for margin, way, repeat in zip((0.02, 0.6), ways, later):
+            expected = fresh._path(members[n], targets[n], anchor, margin)
+            assert all(np.array_equal(a, b) for a, b in zip(way, expected, strict=True))
+            assert all(np.array_equal(a, b) for a, b in zip(repeat, expected, strict=True))
+
+
+def test_the_transit_lane_is_made_only_when_a_move_asks_for_it() -> None:
+    """Issue 36's worst decisions (the ring rooms' first, ~0.8 s of plans outside the search
+    budget): each member's plan had both its paths round a dense round anchor made up front,
+    the one hugging the anchor and the fallback transit lane, which a move asks for only
+    when the first one's endpoint collides with another member. The lane is now made when
+    first asked for, and it is the same path."""
+    from island_tools import solver as solver_module
+
+    room = next(r for r in crowded.ROOMS if r.name == RING)
+    case, _ = crowded.build(room, 0)
+    meshes = {n: (it.vertices, it.faces) for n, it in case.items().items()}
+    axes = forward_axes_document(meshes, "anchor", {})
+    geometry = GeometryContext(meshes, "anchor", axes, None).compute(case.poses, case.spec, 0)
+    solver = Solver(meshes, "anchor", axes, case.spec, None, budget_s=600.0)
+    anchor, members = solver._anchor(case.poses, geometry), solver._members(case.poses, geometry)
+    targets = solver._targets(members, anchor)
+    lane = 0.7
+    made: list[float] = []
+    real = solver_module.Solver._path
+
+    def counted(self: Solver, m: object, target: object, anchor_: object,
+                margin: float) -> list[np.ndarray]:
+        made.append(margin)
+        return real(self, m, target, anchor_, margin)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(solver_module.Solver, "_path", counted)
+        plans = [solver._plan(members[n], targets[n], anchor, lane) for n in solver.member_ids]
+        moving = [p for p in plans if len(p.paths) == 2]
+        assert moving and made == [solver_module.TRANSIT_MARGIN_M] * len(moving)
+        lanes = [p.paths[1] for p in moving]
+        assert made.count(lane) == len(moving)
+        assert [len(p.paths[1]) for p in moving] == [len(w) for w in lanes]
+        assert made.count(lane) == len(moving)   # made once, kept
+    fresh = Solver(meshes, "anchor", axes, case.spec, None, budget_s=600.0)
+    for p, way in zip(moving, lanes):
+        expected = fresh._path(members[p.name], targets[p.name], anchor, lane)
+        assert all(np.array_equal(a, b) for a, b in zip(way, expected, strict=True))
