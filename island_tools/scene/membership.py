@@ -55,6 +55,14 @@ TWIN_APART_M = SEAT_REACH_M + 0.5
 # footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
 # anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
 TIE_GAP_M = 0.10
+# A row of seats before a TV stand: side by side at one depth before it (the seats of a row
+# overlap in depth: a generator row's depths differ by up to 0.8 m, a 1 m deep sofa's and a
+# 1.1-1.3 m armchair's spans overlap by half or more; one pulled 0.6 m out still does), with
+# at most a side table between neighbours (0.5-0.6 m) and a little slide.
+ROW_DEPTH_SHARE = 0.5        # depths overlapping by this share of the shallower: one row
+ROW_GAP_M = 0.8              # at most this between neighbours' footprints across the front
+ROW_TOUCH_M = 0.05           # footprints overlapping more across the front: one behind another
+LOUNGE_ROLES = frozenset({"sofa", "armchair"})   # seats a TV row mixes (one kind there)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -197,9 +205,12 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"{role} held by '{c.anchor}' ({c.evidence}) but pulled out as far from "
                     f"it as it stands from this anchor: {o.evidence}")
             elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
-                  and c.anchor in facing_tv and facing_tv[c.anchor][0] != n):
-                # before a TV stand only facing tells a member from a seat that stands in
-                # the room: beside a seat that faces it (or, none facing, the nearest), one
+                  and c.anchor in facing_tv and facing_tv[c.anchor][0] != n
+                  and not _in_tv_row(n, c.anchor, pieces, held)):
+                # before a TV stand, a seat turned away standing in the row of the seats that
+                # face it is its member whatever its yaw (``_in_tv_row``); off that row (or
+                # none facing) only facing tells a member from a seat that stands in the
+                # room: beside a seat that faces it (or, none facing, the nearest), one
                 # turned away is in doubt (a lone seat turned away is its member out of order)
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
@@ -370,6 +381,37 @@ def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
             out[anchor] = (min((c.gap_m, n) for n, c in held_here)[1],
                            "stands nearer and none faces it")
     return out
+
+
+def _in_tv_row(n: str, anchor: str, pieces: Mapping[str, _Piece],
+               held: Mapping[str, Candidate]) -> str | None:
+    """The seat facing TV stand ``anchor`` in whose row seat ``n`` stands (None: none), its
+    facing aside: a lounge seat (or one of the same kind) beside it, their footprints'
+    depths before the stand (along its front) overlapping by at least ``ROW_DEPTH_SHARE``
+    of the shallower, side by side (not overlapping across the front) with at most
+    ``ROW_GAP_M`` between them. A seat further out or nearer (behind or before the row),
+    far to the side, or of another kind is not in it."""
+    a, p = pieces[anchor], pieces[n]
+    if a.front.world is None or not p.role.settled:
+        return None
+    front = a.front.world / max(float(np.linalg.norm(a.front.world)), 1e-12)
+    frame = np.c_[front, [-front[1], front[0]]]
+    mine = p.shape.hull @ frame
+    for r, c in sorted(held.items(), key=lambda rc: (rc[1].gap_m, rc[0])):
+        q = pieces[r]
+        if r == n or c.anchor != anchor or not _faces(c):
+            continue
+        lounge = {p.role.role, q.role.role} <= LOUNGE_ROLES
+        if not lounge and _other_kind(p, q) is not None:
+            continue
+        theirs = q.shape.hull @ frame
+        depth = min(float(np.ptp(mine[:, 0])), float(np.ptp(theirs[:, 0])))
+        overlap = (min(mine[:, 0].max(), theirs[:, 0].max())
+                   - max(mine[:, 0].min(), theirs[:, 0].min()))
+        apart = max(mine[:, 1].min() - theirs[:, 1].max(), theirs[:, 1].min() - mine[:, 1].max())
+        if overlap >= ROW_DEPTH_SHARE * depth and -ROW_TOUCH_M <= apart <= ROW_GAP_M:
+            return r
+    return None
 
 
 def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Candidate]],
