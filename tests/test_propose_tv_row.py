@@ -49,8 +49,10 @@ def _seat(room: rooms.Room, name: str, f: rooms.Furniture, turn: float, near_y: 
 
 
 def tv_room(turn: float, behind_m: float = 0.0, apart_m: float = 0.3,
-            seat: str = ARMCHAIR, role: str = "armchair", member: bool = True) -> rooms.Room:
-    """A TV stand against the south wall facing +y, a sofa 2.0 m before it facing it, and
+            seat: str = ARMCHAIR, role: str = "armchair", member: bool = True,
+            sofa_turn: float = 0.0, sofa_left_x: float | None = None) -> rooms.Room:
+    """A TV stand against the south wall facing +y, a sofa 2.0 m before it facing it
+    (turned ``sofa_turn``; centred on the stand, or its left side at ``sofa_left_x``), and
     to the sofa's +x side ``apart_m`` from it a second seat (``seat``) whose nearest point
     stands ``behind_m`` further out than the sofa's, turned ``turn`` deg from facing the
     stand. ``member``: the truth holds the second seat (else it is a bystander)."""
@@ -61,7 +63,8 @@ def tv_room(turn: float, behind_m: float = 0.0, apart_m: float = 0.3,
     pose = tv.pose(np.array([0.0, WALL_Y + 0.03 - y0]), np.array([0.0, 1.0]))
     room.placed.append(rooms.Placed("Object_1", tv, pose, "tv_stand", "living", True))
     edge = WALL_Y + 0.03 + (y1 - y0)
-    _seat(room, "Object_2", asset(SOFA), 0.0, edge + SOFA_GAP_M, None, "sofa", "living")
+    _seat(room, "Object_2", asset(SOFA), sofa_turn, edge + SOFA_GAP_M, sofa_left_x, "sofa",
+          "living")
     sofa_right = _bounds(room.placed[-1].furniture, room.placed[-1].pose)[1]
     _seat(room, "Object_3", asset(seat), turn, edge + SOFA_GAP_M + behind_m,
           sofa_right + apart_m, role, "living" if member else None)
@@ -146,3 +149,28 @@ def test_a_row_in_order_facing_straight_ahead_is_confident(seat: str) -> None:
     g = by_anchor(propose(room))["Object_1"]
     assert g["members"] == ["Object_2", "Object_3"], g["proposal"]["reasons"]
     assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+@pytest.mark.parametrize("sofa_turn", [100.0, 180.0])
+def test_none_facing_a_row_opposite_the_screen_is_the_stands(sofa_turn: float) -> None:
+    """No seat faces the stand: the sofa opposite the screen is turned ``sofa_turn``, the
+    armchair beside it in its row 165 deg: the row before the screen is the stand's, both
+    held, confident."""
+    room = tv_room(165.0, sofa_turn=sofa_turn)
+    assert _physical(room)
+    g = by_anchor(propose(room))["Object_1"]
+    assert g["members"] == ["Object_2", "Object_3"], g["proposal"]["reasons"]
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+def test_none_facing_a_row_off_the_screen_is_still_a_named_doubt() -> None:
+    """No seat faces the stand and the row stands to its side (the sofa's left side 0.1 m
+    past the stand's centre line: no seat opposite the screen): which of the two is its
+    member the place does not settle; the turned armchair stays a named doubt."""
+    room = tv_room(165.0, sofa_turn=120.0, sofa_left_x=0.1, member=False)
+    assert _physical(room)
+    g = by_anchor(propose(room))["Object_1"]
+    p = g["proposal"]
+    assert "Object_2" in g["members"], p["reasons"]
+    assert p["status"] == "uncertain", (g["members"], p["reasons"])
+    assert named(g, "Object_3"), p

@@ -1,7 +1,8 @@
 """Who belongs to which anchor in a proposed scene: the room's one assignment of
 member-role pieces to anchors (``members.assign``) and the doubt rules around it (a seat
-another anchor could hold, turned away before a TV stand, pulled far out near a second anchor,
-of another kind than the anchor's seats, an anchor whose seats went nowhere). Split from
+another anchor could hold, turned away before a TV stand off its seats' row, pulled far out
+near a second anchor, of another kind than the anchor's seats, an anchor whose seats went
+nowhere). Split from
 ``propose`` (which builds the groups and the graph document from what this decides).
 """
 from __future__ import annotations
@@ -55,13 +56,14 @@ TWIN_APART_M = SEAT_REACH_M + 0.5
 # footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
 # anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
 TIE_GAP_M = 0.10
-# A row of seats before a TV stand: side by side at one depth before it (the seats of a row
-# overlap in depth: a generator row's depths differ by up to 0.8 m, a 1 m deep sofa's and a
-# 1.1-1.3 m armchair's spans overlap by half or more; one pulled 0.6 m out still does), with
-# at most a side table between neighbours (0.5-0.6 m) and a little slide.
-ROW_DEPTH_SHARE = 0.5        # depths overlapping by this share of the shallower: one row
-ROW_GAP_M = 0.8              # at most this between neighbours' footprints across the front
-ROW_TOUCH_M = 0.05           # footprints overlapping more across the front: one behind another
+# A row of seats before a TV stand: side by side at one depth before it. Seats of a row
+# overlap in depth as if both faced the stand: their centres, along the stand's front, are
+# closer than the seats' mean depth (a generator row's distances differ by up to 0.8 m and
+# the disorder pulls one up to 0.6 m out; tuned rows measure 0.07-0.82 m for seats 0.8-1.1
+# m deep, the seat off the row 1.21 m), with at most a side table between neighbours'
+# footprints (0.5-0.6 m) and a little slide (tuned rows: up to 0.5 m; off the row: 0.98 m
+# and more).
+ROW_GAP_M = 0.8              # at most this between neighbours' footprints
 LOUNGE_ROLES = frozenset({"sofa", "armchair"})   # seats a TV row mixes (one kind there)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
@@ -206,12 +208,13 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"it as it stands from this anchor: {o.evidence}")
             elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
                   and c.anchor in facing_tv and facing_tv[c.anchor][0] != n
-                  and not _in_tv_row(n, c.anchor, pieces, held)):
+                  and not _in_tv_row(n, c.anchor, pieces, held, facing_tv[c.anchor][0])):
                 # before a TV stand, a seat turned away standing in the row of the seats that
-                # face it is its member whatever its yaw (``_in_tv_row``); off that row (or
-                # none facing) only facing tells a member from a seat that stands in the
-                # room: beside a seat that faces it (or, none facing, the nearest), one
-                # turned away is in doubt (a lone seat turned away is its member out of order)
+                # face it (none facing: of the nearest, the row holding the seat opposite the
+                # screen) is its member whatever its yaw (``_in_tv_row``); off that row only
+                # facing tells a member from a seat that stands in the room: beside a seat
+                # that faces it (or, none facing, the nearest), one turned away is in doubt
+                # (a lone seat turned away is its member out of order)
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
@@ -384,34 +387,47 @@ def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
 
 
 def _in_tv_row(n: str, anchor: str, pieces: Mapping[str, _Piece],
-               held: Mapping[str, Candidate]) -> str | None:
-    """The seat facing TV stand ``anchor`` in whose row seat ``n`` stands (None: none), its
-    facing aside: a lounge seat (or one of the same kind) beside it, their footprints'
-    depths before the stand (along its front) overlapping by at least ``ROW_DEPTH_SHARE``
-    of the shallower, side by side (not overlapping across the front) with at most
-    ``ROW_GAP_M`` between them. A seat further out or nearer (behind or before the row),
-    far to the side, or of another kind is not in it."""
+               held: Mapping[str, Candidate], nearest: str) -> str | None:
+    """The seat of TV stand ``anchor`` in whose row seat ``n`` stands, its facing aside
+    (None: none): a held seat that faces the stand or, none facing, ``nearest`` (the seat
+    the others are judged against) when one of the two stands opposite the screen
+    (``_opposite``); a lounge seat beside a lounge seat (or one of the same kind), their
+    centres closer along the stand's front than their mean depth (one depth before it) and
+    further apart across it than along it (beside, not behind), at most ``ROW_GAP_M``
+    between their footprints. A seat further out or nearer (behind or before the row), far
+    to the side, or of another kind is not in it."""
     a, p = pieces[anchor], pieces[n]
     if a.front.world is None or not p.role.settled:
         return None
     front = a.front.world / max(float(np.linalg.norm(a.front.world)), 1e-12)
     frame = np.c_[front, [-front[1], front[0]]]
-    mine = p.shape.hull @ frame
+    facing = any(c.anchor == anchor and _faces(c) for c in held.values())
     for r, c in sorted(held.items(), key=lambda rc: (rc[1].gap_m, rc[0])):
         q = pieces[r]
-        if r == n or c.anchor != anchor or not _faces(c):
+        if r == n or c.anchor != anchor or not (_faces(c) or (not facing and r == nearest)):
+            continue
+        if not facing and not any(_opposite(x, a) for x in (p, q)):
             continue
         lounge = {p.role.role, q.role.role} <= LOUNGE_ROLES
         if not lounge and _other_kind(p, q) is not None:
             continue
-        theirs = q.shape.hull @ frame
-        depth = min(float(np.ptp(mine[:, 0])), float(np.ptp(theirs[:, 0])))
-        overlap = (min(mine[:, 0].max(), theirs[:, 0].max())
-                   - max(mine[:, 0].min(), theirs[:, 0].min()))
-        apart = max(mine[:, 1].min() - theirs[:, 1].max(), theirs[:, 1].min() - mine[:, 1].max())
-        if overlap >= ROW_DEPTH_SHARE * depth and -ROW_TOUCH_M <= apart <= ROW_GAP_M:
+        d_fwd, d_side = np.abs((p.shape.centre - q.shape.centre) @ frame)
+        apart, _ = convex_signed_distance(p.shape.hull, q.shape.hull)
+        if (d_fwd < (p.shape.width + q.shape.width) / 2.0 and d_side > d_fwd
+                and apart <= ROW_GAP_M):
             return r
     return None
+
+
+def _opposite(p: _Piece, a: _Piece) -> bool:
+    """True when ``p``'s footprint spans the line out of TV stand ``a``'s centre along its
+    front: the seat opposite the screen."""
+    front = a.front.world
+    if front is None:
+        return False
+    side = np.array([-front[1], front[0]]) / max(float(np.linalg.norm(front)), 1e-12)
+    across = (p.shape.hull - a.shape.centre) @ side
+    return bool(across.min() <= 0.0 <= across.max())
 
 
 def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Candidate]],
