@@ -174,3 +174,44 @@ def test_none_facing_a_row_off_the_screen_is_still_a_named_doubt() -> None:
     assert "Object_2" in g["members"], p["reasons"]
     assert p["status"] == "uncertain", (g["members"], p["reasons"])
     assert named(g, "Object_3"), p
+
+
+def _before_stand(gap_m: float, turn: float, member: bool) -> rooms.Room:
+    """The sofa 2.0 m before the stand facing it, and an armchair opposite the screen
+    ``gap_m`` from the stand's front (between it and the sofa), turned ``turn`` deg."""
+    room = tv_room(0.0, behind_m=-(SOFA_GAP_M - gap_m), apart_m=0.3, member=member)
+    arm = room.placed.pop()
+    _seat(room, "Object_3", arm.furniture, turn, _bounds(*_stand(room))[3] + gap_m, -0.3,
+          "armchair", "living" if member else None)
+    return room
+
+
+def _stand(room: rooms.Room) -> tuple[rooms.Furniture, np.ndarray]:
+    p = room.placed[0]
+    return p.furniture, p.pose
+
+
+@pytest.mark.parametrize("turn", [150.0, 180.0])
+def test_a_seat_pushed_against_the_screen_turned_away_is_its_member(turn: float) -> None:
+    """The armchair pushed 0.1 m from the stand's front, opposite the screen, turned away:
+    no seat stands there in order and no other anchor claims it: the stand's member pushed
+    there, held, the group confident."""
+    room = _before_stand(0.1, turn, member=True)
+    assert _physical(room)
+    by = {p.name: footprint(p) for p in room.placed}
+    assert abs(by["Object_3"].distance(by["Object_1"]) - 0.1) < 0.01
+    g = by_anchor(propose(room))["Object_1"]
+    assert g["members"] == ["Object_2", "Object_3"], g["proposal"]["reasons"]
+    assert g["proposal"]["status"] == "confident", g["proposal"]["reasons"]
+
+
+def test_a_seat_turned_away_before_the_row_not_at_the_stand_is_still_a_named_doubt() -> None:
+    """The armchair 0.7 m from the stand's front (before the sofa's row, not pushed against
+    the stand), turned 165 deg: its place does not settle it; a named doubt."""
+    room = _before_stand(0.7, 165.0, member=False)
+    assert _physical(room)
+    g = by_anchor(propose(room))["Object_1"]
+    p = g["proposal"]
+    assert "Object_2" in g["members"] and "Object_2" not in p["uncertain_members"]
+    assert p["status"] == "uncertain", (g["members"], p["reasons"])
+    assert named(g, "Object_3"), p

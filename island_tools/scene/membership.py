@@ -20,6 +20,7 @@ from .members import (
     MEMBER_ROLES,
     SEAT_FAR_M,
     SEAT_REACH_M,
+    TV_NEAR_M,
     TV_REACH_M,
     Candidate,
     assign,
@@ -208,13 +209,16 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"it as it stands from this anchor: {o.evidence}")
             elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
                   and c.anchor in facing_tv and facing_tv[c.anchor][0] != n
-                  and not _in_tv_row(n, c.anchor, pieces, held, facing_tv[c.anchor][0])):
+                  and not _in_tv_row(n, c.anchor, pieces, held, facing_tv[c.anchor][0])
+                  and not (c.gap_m <= TV_NEAR_M and _opposite(pieces[n], live[c.anchor]))):
                 # before a TV stand, a seat turned away standing in the row of the seats that
                 # face it (none facing: of the nearest, the row holding the seat opposite the
                 # screen) is its member whatever its yaw (``_in_tv_row``); off that row only
                 # facing tells a member from a seat that stands in the room: beside a seat
                 # that faces it (or, none facing, the nearest), one turned away is in doubt
-                # (a lone seat turned away is its member out of order)
+                # (a lone seat turned away is its member out of order); one pushed against
+                # the stand's front opposite the screen, where no seat stands in order and no
+                # other anchor claims it, is its member pushed there
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
