@@ -4,8 +4,10 @@ Before a TV stand, a seat turned more than ``membership.TURNED_AWAY_DEG`` beside
 faces the stand was always held in doubt ("it may be a seat that only stands in the room"),
 so ``run --propose`` left the group as it was: the disorder's turned seat is exactly the
 member the tool exists to fix. A seat standing in the row of the seats that face the stand
-(side by side at one depth before it, ``membership._in_tv_row``) is its member whatever its
-yaw; off the row (further out, far to the side) or of another kind it stays a named doubt.
+(side by side at one depth before it, ``membership._in_tv_row``; none facing, the row of
+the nearest seat when it holds the seat opposite the screen), or pushed against the stand's
+front opposite the screen, is its member whatever its yaw; off the row (further out, before
+it, far to the side, none facing off the screen) or of another kind it stays a named doubt.
 
 Real meshes of the TUNED split (the repository's infinigen assets: TV stand, sofa,
 armchairs, a dining chair), placed by the test; the depths and gaps are checked here with
