@@ -57,13 +57,9 @@ TWIN_APART_M = SEAT_REACH_M + 0.5
 # footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
 # anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
 TIE_GAP_M = 0.10
-# A row of seats before a TV stand: side by side at one depth before it. Seats of a row
-# overlap in depth as if both faced the stand: their centres, along the stand's front, are
-# closer than the seats' mean depth (a generator row's distances differ by up to 0.8 m and
-# the disorder pulls one up to 0.6 m out; tuned rows measure 0.07-0.82 m for seats 0.8-1.1
-# m deep, the seat off the row 1.21 m), with at most a side table between neighbours'
-# footprints (0.5-0.6 m) and a little slide (tuned rows: up to 0.5 m; off the row: 0.98 m
-# and more).
+# A row of seats before a TV stand: centres closer along its front than the seats' mean depth
+# (tuned rows 0.07-0.82 m, a seat off the row 1.21 m), footprints at most a side table and a
+# slide apart (tuned rows up to 0.5 m, off the row 0.98 m and more).
 ROW_GAP_M = 0.8              # at most this between neighbours' footprints
 LOUNGE_ROLES = frozenset({"sofa", "armchair"})   # seats a TV row mixes (one kind there)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
@@ -211,14 +207,10 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                   and c.anchor in facing_tv and facing_tv[c.anchor][0] != n
                   and not _in_tv_row(n, c.anchor, pieces, held, facing_tv[c.anchor][0])
                   and not (c.gap_m <= TV_NEAR_M and _opposite(pieces[n], live[c.anchor]))):
-                # before a TV stand, a seat turned away standing in the row of the seats that
-                # face it (none facing: of the nearest, the row holding the seat opposite the
-                # screen) is its member whatever its yaw (``_in_tv_row``); off that row only
-                # facing tells a member from a seat that stands in the room: beside a seat
-                # that faces it (or, none facing, the nearest), one turned away is in doubt
-                # (a lone seat turned away is its member out of order); one pushed against
-                # the stand's front opposite the screen, where no seat stands in order and no
-                # other anchor claims it, is its member pushed there
+                # before a TV stand a seat turned away in its seats' row (``_in_tv_row``) or
+                # pushed against its front opposite the screen is its member; off the row,
+                # beside a seat that faces it (none facing: the nearest), one turned away may
+                # be a seat that only stands in the room (a lone one is its member)
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
@@ -392,14 +384,11 @@ def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
 
 def _in_tv_row(n: str, anchor: str, pieces: Mapping[str, _Piece],
                held: Mapping[str, Candidate], nearest: str) -> str | None:
-    """The seat of TV stand ``anchor`` in whose row seat ``n`` stands, its facing aside
-    (None: none): a held seat that faces the stand or, none facing, ``nearest`` (the seat
-    the others are judged against) when one of the two stands opposite the screen
-    (``_opposite``); a lounge seat beside a lounge seat (or one of the same kind), their
-    centres closer along the stand's front than their mean depth (one depth before it) and
-    further apart across it than along it (beside, not behind), at most ``ROW_GAP_M``
-    between their footprints. A seat further out or nearer (behind or before the row), far
-    to the side, or of another kind is not in it."""
+    """The seat of TV stand ``anchor`` in whose row seat ``n`` stands, facing aside (None:
+    none): a held seat facing the stand or, none facing, ``nearest`` when one of the two is
+    opposite the screen; lounge seats (or one kind), centres closer along the stand's front
+    than their mean depth and further apart across it (beside, not behind), footprints at
+    most ``ROW_GAP_M`` apart. Behind, before, far beside the row or another kind: not."""
     a, p = pieces[anchor], pieces[n]
     if a.front.world is None or not p.role.settled:
         return None
@@ -424,10 +413,8 @@ def _in_tv_row(n: str, anchor: str, pieces: Mapping[str, _Piece],
 
 
 def _opposite(p: _Piece, a: _Piece) -> bool:
-    """True when ``p``'s footprint spans the line out of TV stand ``a``'s centre along its
-    front: the seat opposite the screen."""
-    front = a.front.world
-    if front is None:
+    """True when ``p``'s footprint spans TV stand ``a``'s centre line: opposite the screen."""
+    if (front := a.front.world) is None:
         return False
     side = np.array([-front[1], front[0]]) / max(float(np.linalg.norm(front)), 1e-12)
     across = (p.shape.hull - a.shape.centre) @ side
