@@ -24,13 +24,14 @@ def named(group: dict, name: str) -> bool:
 
 
 def living(room: rooms.Room, bystander_turn: float | None, sofa_turn: float = 0.0) -> None:
-    """A TV stand against the south wall with a sofa 2.2 m out, turned ``sofa_turn`` from
-    facing it; ``bystander_turn``: a short sofa (an armchair) 2.4 m to the side and further
-    out, turned that far from the stand."""
+    """A TV stand against the south wall with a sofa 1.6 m out, turned ``sofa_turn`` from
+    facing it; ``bystander_turn``: a short sofa (an armchair) 2.4 m to the side and 1.0 m
+    further out, behind the sofa's row (in the row it would be a member whatever its yaw:
+    tests/test_propose_tv_row.py), turned that far from the stand."""
     tv, sofa = piece("tv_cabinet", 3), piece("sofa", 3)
     place(room, "Object_1", tv, (0.0, -5.0 + depth(tv) / 2 + 0.03), facing=(0.0, 1.0),
           group="living", anchor=True, role="tv_stand")
-    place(room, "Object_2", sofa, (0.0, -5.0 + depth(tv) + 2.2 + depth(sofa) / 2),
+    place(room, "Object_2", sofa, (0.0, -5.0 + depth(tv) + 1.6 + depth(sofa) / 2),
           facing=(0.0, -1.0), yaw=sofa_turn, group="living", role="sofa")
     if bystander_turn is not None:
         arm = piece("sofa", 5)
@@ -42,7 +43,8 @@ def living(room: rooms.Room, bystander_turn: float | None, sofa_turn: float = 0.
 def test_a_seat_turned_away_before_a_tv_stand_beside_a_surer_one_is_a_named_doubt(
         sofa_turn: float) -> None:
     """Beside the sofa facing the stand, or (none facing) the nearer sofa, an armchair turned
-    150 deg away is in doubt: before a TV stand only facing tells a member from a seat."""
+    150 deg away behind the sofa's row is in doubt: off the row before a TV stand only facing
+    tells a member from a seat that stands in the room."""
     room = rooms.Room((10.0, 10.0))
     living(room, bystander_turn=150.0, sofa_turn=sofa_turn)
     g = by_anchor(propose(room))["Object_1"]

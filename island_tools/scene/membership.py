@@ -1,7 +1,8 @@
 """Who belongs to which anchor in a proposed scene: the room's one assignment of
 member-role pieces to anchors (``members.assign``) and the doubt rules around it (a seat
-another anchor could hold, turned away before a TV stand, pulled far out near a second anchor,
-of another kind than the anchor's seats, an anchor whose seats went nowhere). Split from
+another anchor could hold, turned away before a TV stand off its seats' row, pulled far out
+near a second anchor, of another kind than the anchor's seats, an anchor whose seats went
+nowhere). Split from
 ``propose`` (which builds the groups and the graph document from what this decides).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .members import (
     MEMBER_ROLES,
     SEAT_FAR_M,
     SEAT_REACH_M,
+    TV_NEAR_M,
     TV_REACH_M,
     Candidate,
     assign,
@@ -55,6 +57,11 @@ TWIN_APART_M = SEAT_REACH_M + 0.5
 # footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
 # anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
 TIE_GAP_M = 0.10
+# A row of seats before a TV stand: centres closer along its front than the seats' mean depth
+# (tuned rows 0.07-0.82 m, a seat off the row 1.21 m), footprints at most a side table and a
+# slide apart (tuned rows up to 0.5 m, off the row 0.98 m and more).
+ROW_GAP_M = 0.8              # at most this between neighbours' footprints
+LOUNGE_ROLES = frozenset({"sofa", "armchair"})   # seats a TV row mixes (one kind there)
 ANCHOR_ROLES = ("table", "desk", "bed", "tv_stand", "sofa")
 BESIDE_BED_ROLES = ("nightstand", "side_table")
 
@@ -197,10 +204,13 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                     f"{role} held by '{c.anchor}' ({c.evidence}) but pulled out as far from "
                     f"it as it stands from this anchor: {o.evidence}")
             elif (_anchor_role(live[c.anchor]) == "tv_stand" and turned
-                  and c.anchor in facing_tv and facing_tv[c.anchor][0] != n):
-                # before a TV stand only facing tells a member from a seat that stands in
-                # the room: beside a seat that faces it (or, none facing, the nearest), one
-                # turned away is in doubt (a lone seat turned away is its member out of order)
+                  and c.anchor in facing_tv and facing_tv[c.anchor][0] != n
+                  and not _in_tv_row(n, c.anchor, pieces, held, facing_tv[c.anchor][0])
+                  and not (c.gap_m <= TV_NEAR_M and _opposite(pieces[n], live[c.anchor]))):
+                # before a TV stand a seat turned away in its seats' row (``_in_tv_row``) or
+                # pushed against its front opposite the screen is its member; off the row,
+                # beside a seat that faces it (none facing: the nearest), one turned away may
+                # be a seat that only stands in the room (a lone one is its member)
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
@@ -370,6 +380,45 @@ def _tv_references(held: Mapping[str, Candidate], live: Mapping[str, _Piece]
             out[anchor] = (min((c.gap_m, n) for n, c in held_here)[1],
                            "stands nearer and none faces it")
     return out
+
+
+def _in_tv_row(n: str, anchor: str, pieces: Mapping[str, _Piece],
+               held: Mapping[str, Candidate], nearest: str) -> str | None:
+    """The seat of TV stand ``anchor`` in whose row seat ``n`` stands, facing aside (None:
+    none): a held seat facing the stand or, none facing, ``nearest`` when one of the two is
+    opposite the screen; lounge seats (or one kind), centres closer along the stand's front
+    than their mean depth and further apart across it (beside, not behind), footprints at
+    most ``ROW_GAP_M`` apart. Behind, before, far beside the row or another kind: not."""
+    a, p = pieces[anchor], pieces[n]
+    if a.front.world is None or not p.role.settled:
+        return None
+    front = a.front.world / max(float(np.linalg.norm(a.front.world)), 1e-12)
+    frame = np.c_[front, [-front[1], front[0]]]
+    facing = any(c.anchor == anchor and _faces(c) for c in held.values())
+    for r, c in sorted(held.items(), key=lambda rc: (rc[1].gap_m, rc[0])):
+        q = pieces[r]
+        if r == n or c.anchor != anchor or not (_faces(c) or (not facing and r == nearest)):
+            continue
+        if not facing and not any(_opposite(x, a) for x in (p, q)):
+            continue
+        lounge = {p.role.role, q.role.role} <= LOUNGE_ROLES
+        if not lounge and _other_kind(p, q) is not None:
+            continue
+        d_fwd, d_side = np.abs((p.shape.centre - q.shape.centre) @ frame)
+        apart, _ = convex_signed_distance(p.shape.hull, q.shape.hull)
+        if (d_fwd < (p.shape.width + q.shape.width) / 2.0 and d_side > d_fwd
+                and apart <= ROW_GAP_M):
+            return r
+    return None
+
+
+def _opposite(p: _Piece, a: _Piece) -> bool:
+    """True when ``p``'s footprint spans TV stand ``a``'s centre line: opposite the screen."""
+    if (front := a.front.world) is None:
+        return False
+    side = np.array([-front[1], front[0]]) / max(float(np.linalg.norm(front)), 1e-12)
+    across = (p.shape.hull - a.shape.centre) @ side
+    return bool(across.min() <= 0.0 <= across.max())
 
 
 def _adopt_orphans(live: Mapping[str, _Piece], cands: Mapping[str, Sequence[Candidate]],

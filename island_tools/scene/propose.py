@@ -15,9 +15,10 @@ member role within reach that the group does not hold (named in ``proposal.doubt
 front or role the geometry does not settle, members in order in no usual arrangement, or a
 unit no role fits standing where a member would, makes the group ``uncertain`` with the
 reasons; so does a held seat whose place does not settle it (pulled far out near a second
-anchor, turned away from a TV stand a surer seat is before, beyond a desk's seats when its
-front is undetermined or the table may be a desk against a wall, held while an as-near seat
-was left out for want of places, one of twin tables' uneven split), and a seat of another
+anchor, turned away from a TV stand off the row of the seats before it, beyond a desk's
+seats when its front is undetermined or the table may be a desk against a wall, held while
+an as-near seat was left out for want of places, one of twin tables' uneven split), and a
+seat of another
 kind beside the anchor's seats (no back among backs, a footprint of another size) is named,
 not held (``membership``). An uncertain group
 names everything standing by its anchor; an anchor whose seats went nowhere keeps them as
