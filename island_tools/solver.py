@@ -169,6 +169,7 @@ from .measure import frames, meshcache
 from .measure.geometry import (
     EDGE_ORDER,
     SLOT_GAP_M,
+    WATCHED_ROLES,
     convex_hull_2d,
     convex_signed_distance,
     facing_symmetry,
@@ -176,6 +177,7 @@ from .measure.geometry import (
     modulo_turn_deg,
     parallel_facing_target,
     simplify_hull,
+    watch_arc,
 )
 from .measure.layout import layout_of, parse_note
 from .measure.layout import opposite as opposite_edge
@@ -195,6 +197,7 @@ from .scene.verify import (
 
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1
+WATCH_PASSES, WATCH_YAW_TOL_DEG = 6, 0.001   # a watching seat's slot and yaw, settled
 TRANSIT_MARGIN_M = 0.02
 VERIFY_NUDGE_M = 0.01
 LOOSE_EXTRA_M = 0.02
@@ -841,6 +844,8 @@ class Solver:
         self.clearance_m = float(self.spec["clearance_m"]) + (
             LOOSE_EXTRA_M if self.spec["spacing"] == "loose" else 0.0)
         self.layout = layout_of(self.spec)
+        # seats watching their anchor (a TV stand) aim within geometry's watch arc
+        self._watched = str(self.spec.get("anchor_role", "")) in WATCHED_ROLES
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
@@ -1229,11 +1234,18 @@ class Solver:
         return out
 
     # ----------------------------------------------------------------- targets
-    def _yaw_to(self, m: _Member, inward: np.ndarray, anchor: _Anchor) -> float:
+    def _yaw_to(self, m: _Member, inward: np.ndarray, anchor: _Anchor,
+                at: np.ndarray | None = None) -> float:
+        """The turn to the member's facing target; a seat watching its anchor, its
+        footprint centred ``at``: to the end of geometry's watch arc nearest square
+        (``geometry.watch_arc``: square where that is within the cap) - one direction
+        per place whatever the seat's yaw now, so its slot and yaw settle together."""
         mode = self._facing[m.name]
         if mode is None or m.forward is None:
             return 0.0
-        if mode == "toward_anchor":
+        if mode == "toward_anchor" and at is not None and self._watches(m, anchor):
+            want = watch_arc(inward, anchor.centre - at)
+        elif mode == "toward_anchor":
             want = inward
         elif mode == "away_from_anchor":
             want = -inward
@@ -1245,9 +1257,22 @@ class Solver:
             turn = modulo_turn_deg(turn, m.modulus_deg)
         return turn
 
-    def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor) -> tuple[float, np.ndarray]:
-        yaw = self._yaw_to(m, -edge.normal, anchor)
+    def _watches(self, m: _Member, anchor: _Anchor) -> bool:
+        return (self._watched and not anchor.round and m.modulus_deg >= 360.0
+                and self._facing[m.name] == "toward_anchor")
+
+    def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor,
+                   at: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        yaw = self._yaw_to(m, -edge.normal, anchor, at)
         return yaw, _rotate(m.hull_rel, yaw)
+
+    def _watch_pose(self, m: _Member, edge: _Edge, anchor: _Anchor, centre: np.ndarray,
+                    yaw: float, hull: np.ndarray) -> tuple[float, np.ndarray]:
+        """(yaw, hull) of a member placed at ``centre`` (its pivot) square to the edge:
+        a watching seat's turned into the watch arc seen from there, others' unchanged."""
+        if not self._watches(m, anchor):
+            return yaw, hull
+        return self._edge_hull(m, edge, anchor, centre)
 
     def _aligned(self, edge: _Edge, anchor: _Anchor) -> float | None:
         """+1/-1 when the layout packs this (side) edge toward the anchor's back or front
@@ -1263,8 +1288,22 @@ class Solver:
                       ) -> dict[str, _Target]:
         """Geometry's slots on one edge, at the clearance target: even slots (by footprint
         centre, or by seat when the layout centres on seats), or packed against the
-        anchor's back or front end when the layout aligns the side edges."""
-        posed = {m.name: self._edge_hull(m, edge, anchor) for m in ordered}
+        anchor's back or front end when the layout aligns the side edges. A seat watching
+        the anchor is placed square first, then turned into its watch arc as seen from
+        that slot and placed again, until its yaw holds (WATCH_PASSES at most)."""
+        square = {m.name: self._edge_hull(m, edge, anchor) for m in ordered}
+        out = self._edge_slots(edge, ordered, anchor, square)
+        for _ in range(WATCH_PASSES if any(self._watches(m, anchor) for m in ordered) else 0):
+            posed = {m.name: self._watch_pose(m, edge, anchor, out[m.name].centre,
+                                              *square[m.name]) for m in ordered}
+            if all(abs(posed[n][0] - out[n].yaw_deg) < WATCH_YAW_TOL_DEG for n in posed):
+                break
+            out = self._edge_slots(edge, ordered, anchor, posed)
+        return out
+
+    def _edge_slots(self, edge: _Edge, ordered: list[_Member], anchor: _Anchor,
+                    posed: dict[str, tuple[float, np.ndarray]]) -> dict[str, _Target]:
+        """``_edge_targets`` for the members posed (yaw, hull) as given."""
         sign = self._aligned(edge, anchor)
         out = {}
         if sign is not None:
@@ -1576,6 +1615,11 @@ class Solver:
                          yaw: float = yaw, hull: np.ndarray = hull) -> _Target | None:
                     base = anchor.centre + other.tangent * along
                     r = self._offset_unless_blocked(hull, base, other.normal, anchor.hull, c0)
+                    if r is not None and self._watches(m, anchor):
+                        yaw, hull = self._watch_pose(m, other, anchor, base + r * other.normal,
+                                                     yaw, hull)
+                        r = self._offset_unless_blocked(hull, base, other.normal,
+                                                        anchor.hull, c0)
                     if r is None:
                         return None
                     return _Target(other.name, base + r * other.normal, yaw, hull)

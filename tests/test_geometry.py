@@ -417,3 +417,21 @@ def test_parallel_facing_follows_a_lengthwise_front_across_the_box_long_axis() -
     np.testing.assert_allclose(parallel_facing_target(long_y, -front_x, None, True), -front_x)
     # no front known: the box axis nearer the member's forward
     np.testing.assert_allclose(parallel_facing_target(long_y, None, -long_y, True), -long_y)
+
+
+def test_a_seat_watching_a_tv_faces_within_15_deg_of_its_screen_or_is_off_by_the_rest() -> None:
+    """Square before the stand (inward +y) with the screen's centre 40 deg aside: only the
+    15 deg of the arc nearest the screen passes; square itself is 25 deg off that arc."""
+    from island_tools.measure.geometry import watch_facing
+
+    def unit(deg: float) -> np.ndarray:
+        return np.array([math.cos(math.radians(deg)), math.sin(math.radians(deg))])
+
+    square, centre = unit(90.0), unit(130.0)   # the screen's centre 40 deg to the left
+    assert watch_facing(unit(120.0), square, centre)[1] == pytest.approx(0.0, abs=1e-6)
+    assert watch_facing(unit(130.0), square, centre)[1] == pytest.approx(0.0, abs=1e-6)
+    target, err = watch_facing(square, square, centre)
+    assert err == pytest.approx(25.0) and target @ unit(115.0) == pytest.approx(1.0)
+    assert watch_facing(unit(140.0), square, centre)[1] == pytest.approx(10.0)
+    # near the stand's axis the whole arc passes, square included
+    assert watch_facing(unit(90.0), square, unit(100.0))[1] == pytest.approx(0.0, abs=1e-6)

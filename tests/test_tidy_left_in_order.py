@@ -42,16 +42,27 @@ def _dir(deg: float) -> np.ndarray:
 
 # ------------------------------------------------------------------ the facing criterion
 def test_a_seat_watching_a_tv_faces_it_square_or_toward_its_centre() -> None:
-    square, to_centre = _dir(180.0), _dir(205.0)   # the TV's centre 25 deg off the normal
-    for deg in (180.0, 190.0, 205.0):              # square, between, straight at the centre
+    square, to_centre = _dir(180.0), _dir(192.0)   # the TV's centre 12 deg off the normal
+    for deg in (180.0, 186.0, 192.0):              # square, between, straight at the centre
         _, err = watch_facing(_dir(deg), square, to_centre)
         assert err == pytest.approx(0.0, abs=1e-6), deg
     target, err = watch_facing(_dir(160.0), square, to_centre)   # turned away from the TV
     assert err == pytest.approx(20.0, abs=1e-6) and np.allclose(target, square)
     target, err = watch_facing(_dir(230.0), square, to_centre)   # turned past its centre
-    assert err == pytest.approx(25.0, abs=1e-6) and np.allclose(target, to_centre)
+    assert err == pytest.approx(38.0, abs=1e-6) and np.allclose(target, to_centre)
     _, err = watch_facing(_dir(0.0), square, to_centre)          # its back to the TV
-    assert err == pytest.approx(155.0, abs=1e-6)
+    assert err == pytest.approx(168.0, abs=1e-6)
+
+
+def test_a_seat_far_beside_a_tv_faces_within_15_deg_of_its_centre() -> None:
+    square, to_centre = _dir(180.0), _dir(205.0)   # the TV's centre 25 deg off the normal
+    for deg in (190.0, 205.0):                     # 15 deg off the centre, straight at it
+        _, err = watch_facing(_dir(deg), square, to_centre)
+        assert err == pytest.approx(0.0, abs=1e-6), deg
+    target, err = watch_facing(square, square, to_centre)        # square: the screen 25 off
+    assert err == pytest.approx(10.0, abs=1e-6) and np.allclose(target, _dir(190.0))
+    target, err = watch_facing(_dir(230.0), square, to_centre)   # turned past its centre
+    assert err == pytest.approx(25.0, abs=1e-6) and np.allclose(target, to_centre)
 
 
 # ------------------------------------------------------------------ the fixture

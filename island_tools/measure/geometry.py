@@ -317,19 +317,36 @@ def _angle_between_deg(a: np.ndarray, b: np.ndarray) -> float:
 
 # Anchors whose members watch them (seats before a TV stand): such a seat faces its anchor
 # square to the edge it stands before OR turned toward the anchor's centre - designers and
-# the generator turn a seat beside the sofa toward the screen, the solver sets it square.
+# the generator turn a seat beside the sofa toward the screen, the solver sets it square -
+# but never more than WATCH_CAP_DEG off the screen's centre: square to the front, a seat
+# far beside the stand would see the screen from the side (with the review's 10 deg
+# tolerance, a passing seat faces within 25 deg of the screen's centre).
 WATCHED_ROLES = ("tv_stand",)
+WATCH_CAP_DEG = 15.0
+
+
+def watch_arc(square: np.ndarray, to_centre: np.ndarray) -> np.ndarray:
+    """The far end of a watching seat's arc (its near end is ``to_centre``): ``square``,
+    or the direction WATCH_CAP_DEG from ``to_centre`` toward it when square is further."""
+    c = to_centre / float(np.linalg.norm(to_centre))
+    if _angle_between_deg(square, c) <= WATCH_CAP_DEG:
+        return square
+    turn = math.radians(WATCH_CAP_DEG) * (1.0 if c[0] * square[1] - c[1] * square[0] >= 0
+                                          else -1.0)
+    cos, sin = math.cos(turn), math.sin(turn)
+    return np.array([cos * c[0] - sin * c[1], sin * c[0] + cos * c[1]])
 
 
 def watch_facing(forward: np.ndarray, square: np.ndarray, to_centre: np.ndarray
                  ) -> tuple[np.ndarray, float]:
     """(target, error in degrees) of a seat watching its anchor: 0 anywhere on the arc from
-    ``square`` (the edge's inward normal) to ``to_centre`` (toward the anchor's centre),
-    else the angle to the arc's nearer end, which is the target."""
-    e_sq, e_c = _angle_between_deg(forward, square), _angle_between_deg(forward, to_centre)
-    if e_sq + e_c <= _angle_between_deg(square, to_centre) + 1e-6:
+    ``square`` (the edge's inward normal; ``watch_arc``: capped) to ``to_centre`` (toward
+    the anchor's centre), else the angle to the arc's nearer end, which is the target."""
+    far = watch_arc(square, to_centre)
+    e_sq, e_c = _angle_between_deg(forward, far), _angle_between_deg(forward, to_centre)
+    if e_sq + e_c <= _angle_between_deg(far, to_centre) + 1e-6:
         return forward, 0.0
-    return (square, e_sq) if e_sq <= e_c else (to_centre, e_c)
+    return (far, e_sq) if e_sq <= e_c else (to_centre, e_c)
 
 
 def _near_triangles(ob: Obstacle, lo: np.ndarray, hi: np.ndarray,

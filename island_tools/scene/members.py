@@ -38,6 +38,12 @@ MEMBER_ROLES: dict[str, tuple[str, ...]] = {
 SEAT_REACH_M = 0.7           # a seat's footprint this close to a table's (disorder: 0.6 out)
 SEAT_DOUBT_M = 1.0           # ... up to this, a seat no anchor holds is a doubt
 SEAT_FAR_M = 0.45            # a seat held further out than a seat in order stands: a doubt
+# Two tables of one model side by side are one seating a room splits by nearness: near
+# enough that a seat between them stands within reach of both (a seat's reach plus its
+# depth), equal in every dimension to the measuring grid. When they hold different numbers
+# of seats, which table the odd seat belongs to is a guess whatever the gaps say.
+TWIN_SIZE_M = 0.05
+TWIN_APART_M = SEAT_REACH_M + 0.5
 FACING_WEIGHT = 0.1          # cost of a seat turned fully away: a tie-breaker only
 DESK_SIDE_COST = 0.3         # a seat at a desk's end rather than its front ...
 DESK_BEHIND_COST = 0.6       # ... or behind it
@@ -443,4 +449,47 @@ def assign(candidates: Mapping[str, Sequence[Candidate]],
                 by_column[(i, j)] = c
     for i, j in enumerate(min_cost_assignment(cost)):
         out[names[i]] = by_column.get((i, j))
+    return out
+
+
+def twin_tables(live: Mapping[str, Placed], held: Mapping[str, Candidate],
+                role_of: Callable[[Any], str | None]) -> dict[str, tuple[str, str]]:
+    """Table -> (why its seats are in doubt, the other table): of two tables of one model
+    standing side by side (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats
+    (which of them is the pair's odd seat is not settled by where the seats stand).
+    ``role_of``: an anchor's role."""
+    tables = sorted(n for n, a in live.items() if role_of(a) == "table")
+    count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
+    out: dict[str, tuple[str, str]] = {}
+    for i, a in enumerate(tables):
+        for b in tables[i + 1:]:
+            sa, sb = live[a].shape, live[b].shape
+            size = np.abs(np.array([sa.length, sa.width, sa.height])
+                          - np.array([sb.length, sb.width, sb.height]))
+            if sa.round != sb.round or float(size.max()) > TWIN_SIZE_M or count[a] == count[b]:
+                continue
+            gap, _ = convex_signed_distance(sa.hull, sb.hull)
+            if gap > TWIN_APART_M:
+                continue
+            full, other = (a, b) if count[a] > count[b] else (b, a)
+            out.setdefault(full, (
+                f"'{full}' and '{other}' are one model side by side ({max(gap, 0):.2f} m "
+                f"apart): they hold {count[a] + count[b]} seats, {count[full]} here and "
+                f"{count[other]} there, and which table the odd seat belongs to is not "
+                "settled by where the seats stand", other))
+    return out
+
+
+def twin_doubts(twins: Mapping[str, tuple[str, str]], held: Mapping[str, Candidate],
+                cands: Mapping[str, Sequence[Candidate]]) -> dict[str, tuple[str, str]]:
+    """Seat -> (why it is in doubt, the other table), for the fuller table of twins
+    (:func:`twin_tables`): the
+    seats it holds that stand within a seat's reach of the other table (the odd seat can
+    only be one of those: a seat beyond that reach is no candidate of the other table);
+    where none does, every seat it holds, as the pair's doubt is still open."""
+    out: dict[str, tuple[str, str]] = {}
+    for full, (why, other) in twins.items():
+        seats = sorted(n for n, c in held.items() if c.anchor == full)
+        near = [n for n in seats if any(x.anchor == other for x in cands[n])]
+        out.update(dict.fromkeys(near or seats, (why, other)))
     return out

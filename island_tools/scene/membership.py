@@ -30,6 +30,8 @@ from .members import (
     far_rivals,
     seat_at_table,
     seat_at_tv,
+    twin_doubts,
+    twin_tables,
     wall_behind,
 )
 from .propose_spec import Piece as _Piece
@@ -47,12 +49,6 @@ KIND_AREA_RATIO = 1.5        # footprint areas differing by more than this ratio
 # backs do not tell kinds apart.
 BACK_MIN_SHARE = 0.02        # a seat with a back
 NO_BACK_MAX_SHARE = 0.01     # a seat without one (a stool)
-# Two tables of one model side by side are one seating a room splits by nearness: near
-# enough that a seat between them stands within reach of both (a seat's reach plus its
-# depth), equal in every dimension to the measuring grid. When they hold different numbers
-# of seats, which table the odd seat belongs to is a guess whatever the gaps say.
-TWIN_SIZE_M = 0.05
-TWIN_APART_M = SEAT_REACH_M + 0.5
 # Two seats whose gaps to a place differ by no more than this stand as near (a seat's
 # footprint is measured to the cm; disorder moves seats by 0.05 m and more): facing (and the
 # anchor's kind of seat) breaks the tie, the issue's "facing is at most a tie-breaker".
@@ -157,7 +153,7 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
     held = {n: c for n, c in chosen.items() if c is not None}
     facing_tv = _tv_references(held, live)
     out = _Membership(held, cands, {}, {}, {})
-    twins = _twin_doubts(_twin_tables(live, held), held, cands)
+    twins = twin_doubts(twin_tables(live, held, _anchor_role), held, cands)
     out.desk_reading = _desk_readings(live, walls)
     rivals: dict[tuple[str, str], list[tuple[float, str, Candidate]]] = {}
     for n, cs in cands.items():   # anchor slot -> who it left out for want of places
@@ -214,8 +210,10 @@ def _membership(pieces: Mapping[str, _Piece], anchors: Mapping[str, _Piece],
                 out.uncertain[n] = (f"turned {c.facing_deg:.0f} deg from the stand while "
                                     f"'{facing_tv[c.anchor][0]}' {facing_tv[c.anchor][1]}: it "
                                     "may be a seat that only stands in the room")
-            elif n in twins:
-                out.uncertain[n] = twins[n]
+            elif n in twins:   # named by both tables: the other may have lost it
+                out.uncertain[n] = twins[n][0]
+                out.doubtful.setdefault(twins[n][1], {})[n] = (
+                    f"{role} held by '{c.anchor}' ({c.evidence}) in doubt: {twins[n][0]}")
             continue
         for x in cs:
             why = left.get(n) or (
@@ -318,47 +316,6 @@ def _desk_readings(live: Mapping[str, _Piece], walls: Sequence[Shape]) -> dict[s
         if found is not None:
             out[n] = (f"a table with its long side against wall '{found[1].name}', where a "
                       "desk stands")
-    return out
-
-
-def _twin_tables(live: Mapping[str, _Piece], held: Mapping[str, Candidate]
-                 ) -> dict[str, tuple[str, str]]:
-    """Table -> (why its seats are in doubt, the other table): of two tables of one model
-    standing side by side (``TWIN_SIZE_M``, ``TWIN_APART_M``), the one holding more seats
-    (which of them is the pair's odd seat is not settled by where the seats stand)."""
-    tables = sorted(n for n, a in live.items() if _anchor_role(a) == "table")
-    count = {n: sum(1 for c in held.values() if c.anchor == n) for n in tables}
-    out: dict[str, tuple[str, str]] = {}
-    for i, a in enumerate(tables):
-        for b in tables[i + 1:]:
-            sa, sb = live[a].shape, live[b].shape
-            size = np.abs(np.array([sa.length, sa.width, sa.height])
-                          - np.array([sb.length, sb.width, sb.height]))
-            if sa.round != sb.round or float(size.max()) > TWIN_SIZE_M or count[a] == count[b]:
-                continue
-            gap, _ = convex_signed_distance(sa.hull, sb.hull)
-            if gap > TWIN_APART_M:
-                continue
-            full, other = (a, b) if count[a] > count[b] else (b, a)
-            out.setdefault(full, (
-                f"'{full}' and '{other}' are one model side by side ({max(gap, 0):.2f} m "
-                f"apart): they hold {count[a] + count[b]} seats, {count[full]} here and "
-                f"{count[other]} there, and which table the odd seat belongs to is not "
-                "settled by where the seats stand", other))
-    return out
-
-
-def _twin_doubts(twins: Mapping[str, tuple[str, str]], held: Mapping[str, Candidate],
-                 cands: Mapping[str, Sequence[Candidate]]) -> dict[str, str]:
-    """Seat -> why it is in doubt, for the fuller table of twins (:func:`_twin_tables`): the
-    seats it holds that stand within a seat's reach of the other table (the odd seat can
-    only be one of those: a seat beyond that reach is no candidate of the other table);
-    where none does, every seat it holds, as the pair's doubt is still open."""
-    out: dict[str, str] = {}
-    for full, (why, other) in twins.items():
-        seats = sorted(n for n, c in held.items() if c.anchor == full)
-        near = [n for n in seats if any(x.anchor == other for x in cands[n])]
-        out.update(dict.fromkeys(near or seats, why))
     return out
 
 

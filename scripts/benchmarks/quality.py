@@ -30,9 +30,13 @@ manifests (rotated with the pose and any baked yaw) and checks:
   the low-poly hexagon stands for); the conventions' "facing it" (desk, tv_stand, sofa) = the
   reverse of the anchor's true front (squarely before it: the convex hull of an L-shaped sofa
   has a diagonal side whose normal is no direction to face); the bed convention's
-  parallel_to_anchor_long_axis = the bed's true front. A member's centre is the centre of its
-  footprint's bounding box in its own front frame (front and lateral axes; symmetric members:
-  the hull centroid), so a baked mesh yaw does not move it;
+  parallel_to_anchor_long_axis = the bed's true front. A seat watching a TV stand (role
+  ``tv_stand``, the convention or a row) may also turn from square toward the stand's
+  centroid, but not past it and never more than ``WATCH_CAP_DEG`` off it (square to the
+  front, a seat far beside the stand would see the screen from the side): its error is
+  the angle to the nearest direction of that arc (``_watch_err``). A member's centre is
+  the centre of its footprint's bounding box in its own front frame (front and lateral
+  axes; symmetric members: the hull centroid), so a baked mesh yaw does not move it;
 * clearance: the signed footprint distance (overlap = minus the separating-axis depth) in
   [clearance_m - 0.03, clearance_m + 0.25] (spacing ``tight``: + 0.05); T: the first member
   of the column only (the others sit behind it);
@@ -48,7 +52,8 @@ manifests (rotated with the pose and any baked yaw) and checks:
 * spacing (even_along_each_edge): per side, the documented slots (k cells over
   S = max(L, k (w_max + 0.10)) about the side's middle, this file's own computation) against
   each member's centre, or its backrest centre (mid-range of the points above 85 % of its
-  height) for ``centre_on: seat`` layouts, measured from the sofa's own backrest centre or the
+  height; of a member with a front, that box's centre in its own front frame: ``seat_line``)
+  for ``centre_on: seat`` layouts, measured from the sofa's own backrest centre or the
   stand's middle: deviation <= 0.05 m; rings: angular gap CV <= 0.05; T: the centring
   offset; bed: the back alignment; spacing ``tight`` is not checked for evenness.
 
@@ -89,6 +94,7 @@ CASES = {"ring": 40, "row": 40, "2+2+1": 40, "2+2+1+1": 40, "L": 40, "T": 30, "f
          "bed": 40, "desk": 40, "tv_stand": 40, "sofa": 40}
 QUICK_CASES = 2
 FACING_TOL_DEG = 10.0
+WATCH_CAP_DEG = 15.0   # a watching seat faces within 15 + 10 deg of the screen's centre
 CLEARANCE_LO_M = 0.03
 CLEARANCE_HI_M = 0.25
 CLEARANCE_HI_TIGHT_M = 0.05
@@ -114,6 +120,21 @@ def _hull(points: np.ndarray) -> Any:
 def _angle(a: np.ndarray, b: np.ndarray) -> float:
     c = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
     return math.degrees(math.acos(max(-1.0, min(1.0, c))))
+
+
+def _watch_err(front: np.ndarray, square: np.ndarray, to_centre: np.ndarray) -> float:
+    """Degrees from ``front`` to the arc of directions between ``to_centre`` and
+    ``square`` that lie within WATCH_CAP_DEG of ``to_centre`` (0 inside it); by sampling
+    the arc every 0.05 deg, not by the review's closed form."""
+    a0 = math.atan2(to_centre[1], to_centre[0])
+    span = math.atan2(to_centre[0] * square[1] - to_centre[1] * square[0],
+                      float(to_centre @ square))
+    span = math.copysign(min(abs(span), math.radians(WATCH_CAP_DEG)), span)
+    ts = np.linspace(0.0, 1.0, max(2, int(abs(math.degrees(span)) / 0.05) + 1))
+    arc = np.stack([np.cos(a0 + ts * span), np.sin(a0 + ts * span)], axis=1)
+    best = float((arc @ (front / np.linalg.norm(front))).max())
+    return 0.0 if best >= math.cos(math.radians(0.06)) else \
+        math.degrees(math.acos(max(-1.0, min(1.0, best))))
 
 
 def _sat_depth(a: np.ndarray, b: np.ndarray) -> float:
@@ -154,6 +175,17 @@ def backrest_mid(points: np.ndarray, along: np.ndarray) -> float:
     z = points[:, 2]
     top = points[z >= z.min() + BACKREST_FRACTION * float(np.ptp(z)), :2] @ along
     return float((top.min() + top.max()) / 2.0)
+
+
+def seat_line(points: np.ndarray, front: np.ndarray | None, along: np.ndarray) -> float:
+    """Where a seat sits along ``along``: the centre of its backrest's box in its own front
+    frame (square to the edge: ``backrest_mid``), projected - a seat turned toward a screen
+    is placed by its backrest's centre, not by the extent its turned backrest spans."""
+    if front is None:
+        return backrest_mid(points, along)
+    lateral = np.array([-front[1], front[0]])
+    point = front * backrest_mid(points, front) + lateral * backrest_mid(points, lateral)
+    return float(point @ along)
 
 
 def _side_of(c: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> str:
@@ -253,6 +285,8 @@ def judge(case: Any, poses: dict[str, np.ndarray]) -> dict[str, Any]:
                 target = None
         err = 180.0 if target is None or np.linalg.norm(target) < 1e-9 else \
             _angle(fronts[n], target)
+        if spec.get("anchor_role") == "tv_stand" and target is not None and pattern != "ring":
+            err = _watch_err(fronts[n], target / np.linalg.norm(target), centroid - c)
         per[n]["facing_deg"] = round(err, 3)
         facing_errors.append(err)
         if err > FACING_TOL_DEG:
@@ -346,7 +380,7 @@ def judge(case: Any, poses: dict[str, np.ndarray]) -> dict[str, Any]:
                 if by_seat:
                     ref = (backrest_mid(world["anchor"], u) if case.anchor_role == "sofa"
                            else float(mid @ u))
-                    ts = {n: backrest_mid(world[n], u) - ref for n in members}
+                    ts = {n: seat_line(world[n], fronts[n], u) - ref for n in members}
                 else:
                     ts = {n: float((centres[n] - mid) @ u) for n in members}
                 w_max = max(float(np.ptp(world[n][:, :2] @ u)) for n in members)
@@ -558,7 +592,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "caysonverse assets; real corpus furniture at life size",
         f"judge (own numpy/shapely/fcl code, manifest fronts): facing <= "
         f"{FACING_TOL_DEG:g} deg (toward the anchor footprint's nearest point; ring: its "
-        "centroid; desk/tv_stand/sofa: against the anchor's front; bed: the bed's front), "
+        "centroid; desk/tv_stand/sofa: against the anchor's front; bed: the bed's front; a "
+        f"seat before a TV stand: or turned toward its centroid, up to {WATCH_CAP_DEG:g} deg "
+        "off it), "
         "clearance in [c-0.03, c+0.25] (tight: c+0.05), no "
         "mesh penetration > 5 mm, members per side as the pattern says, spacing <= 0.05 m to "
         "the documented slots (ring: gap CV <= 0.05; T: centring, bed: back alignment, both "
