@@ -44,7 +44,8 @@ k evenly spaced angles; phase = circular mean of the members' offsets from even 
 Spacing ``even_along_each_edge``/``even_around_anchor``/``tight``/``as_laid_out`` use the
 slots above at exactly ``clearance_m`` (``as_laid_out`` is only reviewed for its pattern and
 clearance, so a group in order never gets here for its spacing); ``loose`` aims
-``LOOSE_EXTRA_M`` further out (inside the 0.03 m clearance tolerance).
+``LOOSE_EXTRA_M`` further out (inside the 0.03 m clearance tolerance), but repairs members
+in place where it can: no evenness is asked (``_kept_loose``).
 ``even_around_anchor`` on a rect anchor uses the edge slots: those are what geometry.json
 measures there.
 
@@ -198,6 +199,7 @@ from .scene.verify import (
 POSITION_TOL_M = 0.001
 YAW_TOL_DEG = 0.1
 WATCH_PASSES, WATCH_YAW_TOL_DEG = 6, 0.001   # a watching seat's slot and yaw, settled
+LOOSE_KEEP_FACING_DEG = 5.0   # a loose group's member this near its facing stays (half tol)
 TRANSIT_MARGIN_M = 0.02
 VERIFY_NUDGE_M = 0.01
 LOOSE_EXTRA_M = 0.02
@@ -1234,6 +1236,47 @@ class Solver:
         return out
 
     # ----------------------------------------------------------------- targets
+    def _kept_loose(self, targets: dict[str, _Target], members: dict[str, _Member],
+                    geometry: Mapping[str, Any], anchor: _Anchor) -> dict[str, _Target]:
+        """``targets`` of a ``loose`` group (no evenness) repaired in place: a member on its
+        target's edge keeps its place along it and its depth where that is no nearer than
+        the clearance; one already in order (facing within half the review's tolerance,
+        no nearer than the clearance, penetrating nothing) does not move at all (a seat
+        watching a TV from further back than the others is no fault). A place that comes
+        within ``MEMBER_GAP_M`` of another member's target falls back to the slot."""
+        if self.spec["spacing"] != "loose" or anchor.round:
+            return targets
+        out = dict(targets)
+        for name, t in targets.items():
+            m, entry = members[name], geometry["members"][name]
+            if t.edge != m.edge or m.penetrating or t.edge not in anchor.edges:
+                continue
+            facing = entry.get("facing_error_deg")
+            if ((facing is None or float(facing) <= LOOSE_KEEP_FACING_DEG)
+                    and float(entry.get("clearance_error_m") or 0.0) >= 0.0
+                    and not entry.get("penetrations")
+                    and not entry.get("obstacle_penetrations")):
+                out[name] = _Target(m.edge, m.pivot.copy(), 0.0, m.hull_rel)
+                continue
+            edge = anchor.edges[t.edge]
+            base = anchor.centre + edge.tangent * float(edge.tangent @ (m.pivot - anchor.centre))
+            yaw, hull = self._edge_hull(m, edge, anchor)
+            yaw, hull = self._watch_pose(m, edge, anchor, m.pivot, yaw, hull)
+            r = max(self._offset(hull, base, edge.normal, anchor.hull, self.clearance_m),
+                    float(edge.normal @ (m.pivot - base)))
+            out[name] = _Target(t.edge, base + r * edge.normal, yaw, hull)
+        still = {n for n, t in out.items() if t is not targets[n] and t.yaw_deg == 0.0
+                 and np.array_equal(t.centre, members[n].pivot)}
+        for name in sorted(out):
+            if out[name] is targets[name]:
+                continue
+            mine = out[name].hull_rel + out[name].centre
+            # two members both standing still as they are make no new conflict
+            if any(_distance(mine, o.hull_rel + o.centre) < MEMBER_GAP_M
+                   for n, o in out.items() if n != name and not {n, name} <= still):
+                out[name] = targets[name]
+        return out
+
     def _yaw_to(self, m: _Member, inward: np.ndarray, anchor: _Anchor,
                 at: np.ndarray | None = None) -> float:
         """The turn to the member's facing target; a seat watching its anchor, its
@@ -2087,7 +2130,9 @@ class Solver:
         if cached is None:   # quiet iterations repeat the last state: its targets stand
             cached = self._sticky_targets(members, anchor)
             if cached is None:
-                cached = self._keep_hard(self._targets(members, anchor), members, anchor)
+                cached = self._keep_hard(self._kept_loose(self._targets(members, anchor),
+                                                          members, geometry, anchor),
+                                         members, anchor)
                 if cached[1]:   # an infeasible plan is kept: re-planning each state churns
                     self._sticky = ({n: (t.centre.copy(), members[n].yaw_now_deg + t.yaw_deg,
                                          t.edge) for n, t in cached[0].items()}, cached[1],

@@ -38,8 +38,10 @@ def _pose(x: float, y: float, yaw: float) -> np.ndarray:
 
 
 def refine(anchor: str, members: list[str], role: str, start: list[tuple[float, float, float]],
-           anchor_mesh: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[dict, dict, dict]:
-    """The convention's spec, then the solver's loop until it converges (MIN_ITER on)."""
+           anchor_mesh: tuple[np.ndarray, np.ndarray] | None = None,
+           extra: dict | None = None) -> tuple[dict, dict, dict]:
+    """The convention's spec (``extra`` on top), then the solver's loop until it converges
+    (MIN_ITER on)."""
     meshes = {"anchor": anchor_mesh or _mesh(anchor),
               **{f"m{i}": _mesh(r) for i, r in enumerate(members)}}
     names = [f"m{i}" for i in range(len(members))]
@@ -47,7 +49,7 @@ def refine(anchor: str, members: list[str], role: str, start: list[tuple[float, 
     doc = apply_convention({"anchor_role": role, "member_count": len(names), "pattern": "row",
                             "facing": "toward_anchor", "spacing": "even_along_each_edge",
                             "clearance_m": 0.05}, group)
-    spec = parse_target_spec(doc, "target_spec.json", len(names)).to_dict()
+    spec = parse_target_spec({**doc, **(extra or {})}, "target_spec.json", len(names)).to_dict()
     axes = forward_axes_document(meshes, "anchor", {})
     context = GeometryContext(meshes, "anchor", axes)
     solver = Solver(meshes, "anchor", axes, spec)
@@ -174,6 +176,46 @@ def test_seats_before_a_tv_stand_face_its_screen_centred_by_their_seats() -> Non
         offset = world[f"m{i}"][:, :2].mean(axis=0) - world["anchor"][:, :2].mean(axis=0)
         assert float(offset @ front) > 0.0                           # before its front
     assert footprint(world["m0"]).distance(footprint(world["m1"])) > 0.0
+
+
+def _facing_yaw(rel: str, at: tuple[float, float], toward: np.ndarray, off_deg: float) -> float:
+    """The yaw (deg) that turns ``rel``'s true front from ``at`` toward ``toward``, plus
+    ``off_deg``."""
+    f = FRONTS[rel]
+    d = toward - np.asarray(at)
+    return math.degrees(math.atan2(d[1], d[0]) - math.atan2(f[1], f[0])) + off_deg
+
+
+@pytest.mark.parametrize("spacing", ["loose", "even_along_each_edge"])
+def test_a_tv_seat_in_order_further_back_stays_when_the_spacing_is_loose(spacing: str) -> None:
+    """Before a TV stand, one armchair turned 160 deg away at 1.0 m, the other facing the
+    screen 1.1 m further back: the turned one is turned to the screen where it stands; with
+    ``loose`` spacing the one in order does not move (a viewing distance is each seat's
+    own), with even spacing it is moved toward its slot."""
+    stand = "infinigen/tv_stand_TVStandFactory_s1.glb"
+    chairs = ["infinigen/armchair_ArmChairFactory_s2.glb",
+              "infinigen/armchair_ArmChairFactory_s4.glb"]
+    screen = (_mesh(stand)[0][:, :2].min(axis=0) + _mesh(stand)[0][:, :2].max(axis=0)) / 2
+    at = [(1.9, 0.8), (3.0, -0.8)]
+    start = [(*at[0], _facing_yaw(chairs[0], at[0], screen, 160.0)),
+             (*at[1], _facing_yaw(chairs[1], at[1], screen, 0.0))]
+    world, poses, out = refine(stand, chairs, "tv_stand", start,
+                               extra={"clearance_m": 1.0, "spacing": spacing})
+
+    def centre(i: int, pose: np.ndarray) -> np.ndarray:
+        v = frames.transform_points(pose, _mesh(chairs[i])[0])[:, :2]
+        return (v.min(axis=0) + v.max(axis=0)) / 2
+
+    for i, rel in enumerate(chairs):
+        assert angle(true_front(rel, poses[f"m{i}"]), screen - centre(i, poses[f"m{i}"])) <= 25
+        assert footprint(world[f"m{i}"]).distance(footprint(world["anchor"])) >= 1.0 - 0.03
+    assert footprint(world["m0"]).distance(footprint(world["m1"])) > 0.0
+    moved = [float(np.linalg.norm(centre(i, poses[f"m{i}"]) - centre(i, _pose(*start[i]))))
+             for i in range(2)]
+    if spacing == "loose":
+        assert moved[1] <= 0.011 and moved[0] < 0.3, moved
+    else:
+        assert moved[1] > 0.05, moved
 
 
 # ---------------------------------------------------------------- layouts and notes

@@ -336,10 +336,13 @@ def _clearance(role: str, order: Sequence[tuple[float, float | None]]) -> tuple[
             return value, (f"as seen: the nearest of the {len(agree)} of {k} members in order "
                            f"that agree within {AGREE_GAP_M * 100:.0f} cm ({value:.2f} m)")
     if role == "tv_stand":
-        med = float(np.median([g for g, _ in order]))
+        # loose spacing (``group_hints``): the clearance is the nearest a seat may watch
+        # from, so the nearest seat's distance, never more: the median would push the sofa
+        # of a room in depth back toward the wall behind it
+        near = min(g for g, _ in order)
         lo, hi = TV_CLEARANCE_RANGE_M
-        value = round(min(hi, max(lo, med)) / 0.05) * 0.05
-        return value, (f"viewing distance: the seats' median {med:.2f} m within "
+        value = math.floor(min(hi, max(lo, near)) / 0.05 + 1e-6) * 0.05
+        return value, (f"viewing distance: the nearest seat's {near:.2f} m within "
                        f"{lo:.1f}-{hi:.1f} m ({why})")
     value = DEFAULT_CLEARANCE_M.get(role, 0.10)
     return value, f"convention of a {role} ({value:.2f} m; {why})"
@@ -437,6 +440,13 @@ def _hints(role: str, a: Piece, members: Sequence[Piece]
                           "out, none nearer than the nearest")
         return ({"anchor_role": role, "clearance_m": near, "spacing": "loose"}, None,
                 f"{note}; seats in order, kept as laid out", how)
+    if role == "tv_stand":
+        # a viewing distance is each seat's own: a seat further back than the others (an
+        # armchair behind the sofa's line) is no fault, only one nearer than the clearance
+        how["spacing"] = ("loose: seats watch the TV stand from their own distances, none "
+                          "nearer than the clearance")
+        return ({"anchor_role": role, "clearance_m": clearance, "spacing": "loose"}, None,
+                note, how)
     return {"anchor_role": role, "clearance_m": clearance}, None, note, how
 
 
