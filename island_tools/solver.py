@@ -1260,8 +1260,7 @@ class Solver:
                 continue
             edge = anchor.edges[t.edge]
             base = anchor.centre + edge.tangent * float(edge.tangent @ (m.pivot - anchor.centre))
-            yaw, hull = self._edge_hull(m, edge, anchor)
-            yaw, hull = self._watch_pose(m, edge, anchor, m.pivot, yaw, hull)
+            yaw, hull = self._edge_hull(m, edge, anchor, m.pivot)
             r = max(self._offset(hull, base, edge.normal, anchor.hull, self.clearance_m),
                     float(edge.normal @ (m.pivot - base)))
             out[name] = _Target(t.edge, base + r * edge.normal, yaw, hull)
@@ -1306,16 +1305,11 @@ class Solver:
 
     def _edge_hull(self, m: _Member, edge: _Edge, anchor: _Anchor,
                    at: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """(turn, footprint) of the member facing its target from ``edge``; a watching
+        seat with its pivot ``at``, turned into the watch arc seen from there (without
+        ``at``: square to the edge)."""
         yaw = self._yaw_to(m, -edge.normal, anchor, at)
         return yaw, _rotate(m.hull_rel, yaw)
-
-    def _watch_pose(self, m: _Member, edge: _Edge, anchor: _Anchor, centre: np.ndarray,
-                    yaw: float, hull: np.ndarray) -> tuple[float, np.ndarray]:
-        """(yaw, hull) of a member placed at ``centre`` (its pivot) square to the edge:
-        a watching seat's turned into the watch arc seen from there, others' unchanged."""
-        if not self._watches(m, anchor):
-            return yaw, hull
-        return self._edge_hull(m, edge, anchor, centre)
 
     def _aligned(self, edge: _Edge, anchor: _Anchor) -> float | None:
         """+1/-1 when the layout packs this (side) edge toward the anchor's back or front
@@ -1337,8 +1331,8 @@ class Solver:
         square = {m.name: self._edge_hull(m, edge, anchor) for m in ordered}
         out = self._edge_slots(edge, ordered, anchor, square)
         for _ in range(WATCH_PASSES if any(self._watches(m, anchor) for m in ordered) else 0):
-            posed = {m.name: self._watch_pose(m, edge, anchor, out[m.name].centre,
-                                              *square[m.name]) for m in ordered}
+            posed = {m.name: self._edge_hull(m, edge, anchor, out[m.name].centre)
+                     for m in ordered}
             if all(abs(posed[n][0] - out[n].yaw_deg) < WATCH_YAW_TOL_DEG for n in posed):
                 break
             out = self._edge_slots(edge, ordered, anchor, posed)
@@ -1659,8 +1653,7 @@ class Solver:
                     base = anchor.centre + other.tangent * along
                     r = self._offset_unless_blocked(hull, base, other.normal, anchor.hull, c0)
                     if r is not None and self._watches(m, anchor):
-                        yaw, hull = self._watch_pose(m, other, anchor, base + r * other.normal,
-                                                     yaw, hull)
+                        yaw, hull = self._edge_hull(m, other, anchor, base + r * other.normal)
                         r = self._offset_unless_blocked(hull, base, other.normal,
                                                         anchor.hull, c0)
                     if r is None:

@@ -483,10 +483,10 @@ def twin_tables(live: Mapping[str, Placed], held: Mapping[str, Candidate],
 def twin_doubts(twins: Mapping[str, tuple[str, str]], held: Mapping[str, Candidate],
                 cands: Mapping[str, Sequence[Candidate]]) -> dict[str, tuple[str, str]]:
     """Seat -> (why it is in doubt, the other table), for the fuller table of twins
-    (:func:`twin_tables`): the
-    seats it holds that stand within a seat's reach of the other table (the odd seat can
-    only be one of those: a seat beyond that reach is no candidate of the other table);
-    where none does, every seat it holds, as the pair's doubt is still open."""
+    (:func:`twin_tables`): the seats it holds that stand within a seat's reach of the other
+    table (the odd seat can only be one of those: a seat beyond that reach is no candidate
+    of the other table); where none does, every seat it holds, as the pair's doubt is still
+    open. ``membership`` names each in both tables' groups."""
     out: dict[str, tuple[str, str]] = {}
     for full, (why, other) in twins.items():
         seats = sorted(n for n, c in held.items() if c.anchor == full)
