@@ -65,8 +65,8 @@ gets its own yaw delta (never one delta for all).
 
 Clearance: the yaw pivots on the footprint centre and changes the footprint, so the
 footprint at the target yaw (the member's current hull rotated about its pivot) is pushed
-along the edge normal (ring: radially) by bisection until its signed distance to the anchor
-hull equals the clearance target.
+along the edge normal (ring: radially) until its signed distance to the anchor hull equals
+the clearance target (solved in closed form on the Minkowski difference: ``_ConvexDistance``).
 
 Moves
 -----
@@ -476,7 +476,7 @@ def _point_at(path: list[np.ndarray], s: float) -> np.ndarray:
 
 _SUPPORT_NEIGHBOURS = np.arange(-1, 2)
 _NEAR_EDGE_M = 1e-9   # an edge line a point is this far inside of may still hold its nearest point
-_SCREEN_SLACK_M = 1e-6   # the bisections' few ulps, and then some
+_SCREEN_SLACK_M = 1e-6   # the offsets' few ulps, and then some
 MEMO_PAIRS = 512        # prepared Minkowski differences a solver keeps
 MEMO_OFFSETS = 50_000   # solved offsets and footprint depths it keeps
 
@@ -541,18 +541,21 @@ def _minkowski_sum(poly: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return convex_hull_2d(poly[i] + shape[j])
 
 
-def _point_signed_distance_fn(poly: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """points (k, 2) -> signed distance of each to a CCW convex polygon: > 0 outside (the
-    distance to the nearest edge segment), <= 0 inside (minus the distance to the nearest
-    edge). The edges are prepared once."""
-    d = np.roll(poly, -1, axis=0) - poly
-    length = np.linalg.norm(d, axis=1)
-    keep = length > 0
-    a, d, length = poly[keep], d[keep], length[keep]
-    normal = np.stack([d[:, 1], -d[:, 0]], axis=1) / length[:, None]
-    inv_sq = 1.0 / (length * length)
+class _ConvexDistance:
+    """Signed distance of points to a CCW convex polygon (> 0 outside: the distance to the
+    nearest edge segment; <= 0 inside: minus the distance to the nearest edge), the edges
+    prepared once; and where a ray first reaches a given signed distance (``crossing``)."""
 
-    def signed(points: np.ndarray) -> np.ndarray:
+    def __init__(self, poly: np.ndarray) -> None:
+        d = np.roll(poly, -1, axis=0) - poly
+        length = np.linalg.norm(d, axis=1)
+        keep = length > 0
+        self.a, self.d, length = poly[keep], d[keep], length[keep]
+        self.normal = np.stack([self.d[:, 1], -self.d[:, 0]], axis=1) / length[:, None]
+        self.inv_sq = 1.0 / (length * length)
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        a, d, normal = self.a, self.d, self.normal
         rel = points[:, None, :] - a[None, :, :]                        # (k, e, 2)
         sides = (rel * normal).sum(axis=2)
         side = sides.max(axis=1)                                        # > 0: outside an edge
@@ -567,56 +570,65 @@ def _point_signed_distance_fn(poly: np.ndarray) -> Callable[[np.ndarray], np.nda
         near |= np.roll(near, 1, axis=1) | np.roll(near, -1, axis=1)
         row, col = np.nonzero(near)
         r = rel[outside[row], col]
-        t = np.clip((r * d[col]).sum(axis=1) * inv_sq[col], 0.0, 1.0)
+        t = np.clip((r * d[col]).sum(axis=1) * self.inv_sq[col], 0.0, 1.0)
         gap = np.sqrt(((r - t[:, None] * d[col]) ** 2).sum(axis=1))
         starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
         out[outside] = np.minimum.reduceat(gap, starts)
         return out
 
-    return signed
+    def crossing(self, base: np.ndarray, direction: np.ndarray, target: float,
+                 lo: float = 0.0) -> float:
+        """The smallest r >= lo with signed distance(base + r * direction) >= target.
+
+        The signed distance is convex along the ray, so from a start below ``target`` the
+        crossing is unique and solved in closed form. Inside (target <= 0) the polygon shrunk
+        by -target is the intersection of its edges' half-planes moved in: the first edge
+        line reached. Outside, the polygon grown by ``target`` lies inside every moved
+        edge line and holds every vertex's disc: the ray leaves it on a moved edge (the
+        first line reached) or on a vertex's arc (the last disc left), whichever of the two
+        bounds has the distance. The result is then raised by a few ulps until the
+        distance measured there is ``target`` or more: the same guarantee as a bisection,
+        at one evaluation instead of hundreds."""
+        direction = np.asarray(direction, dtype=float)
+        p0 = np.asarray(base, dtype=float) + lo * direction
+        if self(p0[None, :])[0] >= target:
+            return lo
+        nd = self.normal @ direction
+        s0 = ((p0[None, :] - self.a) * self.normal).sum(axis=1)
+        up = nd > 0.0
+        t = float(((target - s0[up]) / nd[up]).min()) if up.any() else math.inf
+        if target > 0.0:
+            w = p0[None, :] - self.a
+            dd = float(direction @ direction)
+            b = w @ direction
+            disc = b * b - dd * ((w * w).sum(axis=1) - target * target)
+            ok = disc >= 0.0
+            if ok.any():
+                arc = float(((-b[ok] + np.sqrt(disc[ok])) / dd).max())
+                if arc < t and self((p0 + arc * direction)[None, :])[0] >= target - _EPS:
+                    t = arc
+        if not t <= _MAX_OFFSET_M:
+            raise ValueError("clearance offset does not converge")
+        r = lo + max(t, 0.0)
+        step = 4.0 * float(np.finfo(float).eps) * max(1.0, abs(r))
+        while self((np.asarray(base, dtype=float) + r * direction)[None, :])[0] < target:
+            r += step
+            step *= 2.0
+        return r
 
 
-_OFFSET_PROBES = 64
+_MAX_OFFSET_M = 1e4
 
 
 def _solve_offset(hull_rel: np.ndarray, base: np.ndarray, direction: np.ndarray,
                   obstacle: np.ndarray, target: float, lo: float = 0.0,
-                  signed: Callable[[np.ndarray], np.ndarray] | None = None) -> float:
-    """r >= lo with signed distance(hull_rel + base + r * direction, obstacle) == target.
-
-    The signed distance of two convex sets is convex in a translation parameter, so with
-    f(lo) < target the crossing above lo is unique: the smallest r with f(r) >= target,
-    bracketed by doubling and then narrowed ``_OFFSET_PROBES``-fold per round (f evaluated
-    for all probes at once, as the distance of the points base + r * direction to the
-    Minkowski difference) until the bracket is a few ulps wide.
-    """
+                  signed: _ConvexDistance | None = None) -> float:
+    """r >= lo with signed distance(hull_rel + base + r * direction, obstacle) == target:
+    the distance of the point base + r * direction to the Minkowski difference
+    (``_ConvexDistance.crossing``), the smallest such r."""
     if signed is None:
-        signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
-    direction = np.asarray(direction, dtype=float)
-
-    def f(r: np.ndarray) -> np.ndarray:
-        return signed(base[None, :] + r[:, None] * direction[None, :])
-
-    if f(np.array([lo]))[0] >= target:
-        return lo
-    steps = lo + 2.0 ** np.arange(15)                 # lo + 1, 2, 4 ... 16384
-    reached = np.flatnonzero(f(steps) >= target)
-    if not len(reached) or steps[reached[0]] - lo > 1e4:
-        raise ValueError("clearance offset does not converge")
-    hi = float(steps[reached[0]])
-    lo = lo if reached[0] == 0 else float(steps[reached[0] - 1])
-    while True:
-        probes = np.linspace(lo, hi, _OFFSET_PROBES + 2)[1:-1]
-        probes = probes[(probes > lo) & (probes < hi)]
-        if not len(probes):
-            return hi
-        above = np.flatnonzero(f(probes) >= target)
-        if len(above):
-            hi = float(probes[above[0]])
-            if above[0] > 0:
-                lo = float(probes[above[0] - 1])
-        else:
-            lo = float(probes[-1])
+        signed = _ConvexDistance(_minkowski_difference(obstacle, hull_rel))
+    return signed.crossing(base, direction, target, lo)
 
 
 def min_cost_assignment(cost: np.ndarray) -> list[int]:
@@ -851,7 +863,7 @@ class Solver:
         self._context = ObstacleContext(context) if context else None
         self._band: list[Obstacle] = []
         self._travel_obstacles: dict[tuple[str, str], np.ndarray] = {}
-        self._signed_memo: dict[tuple[bytes, bytes], Callable[[np.ndarray], np.ndarray]] = {}
+        self._signed_memo: dict[tuple[bytes, bytes], _ConvexDistance] = {}
         # the anchor less a target footprint, and that inflated by a margin (``_path``)
         self._transit_memo: dict[tuple[Any, ...], np.ndarray] = {}
         self._offset_memo: dict[tuple[Any, ...], float] = {}
@@ -901,7 +913,7 @@ class Solver:
             return self._offset_memo[key]
         signed = self._signed_memo.get(pair)
         if signed is None:
-            signed = _point_signed_distance_fn(_minkowski_difference(obstacle, hull_rel))
+            signed = _ConvexDistance(_minkowski_difference(obstacle, hull_rel))
             _remember(self._signed_memo, pair, signed, MEMO_PAIRS)
         r = _solve_offset(hull_rel, base, direction, obstacle, target, lo, signed)
         _remember(self._offset_memo, key, r, MEMO_OFFSETS)
@@ -1823,7 +1835,7 @@ class Solver:
         shapes += [(o, MEMBER_GAP_M) for o in others.values()]
         for shape, clear in shapes:
             if len(shape) >= 3:
-                signed = _point_signed_distance_fn(_minkowski_difference(shape, m.hull_rel))
+                signed = _ConvexDistance(_minkowski_difference(shape, m.hull_rel))
                 free &= signed(centres) >= clear
         order = np.concatenate([np.flatnonzero(free), np.flatnonzero(~free)])
         where = np.ascontiguousarray(m.hull_rel + m.pivot).tobytes()
@@ -1850,8 +1862,7 @@ class Solver:
     def _band_hulls(self) -> list[np.ndarray]:
         """The convex hull of each obstacle of the band in the floor plane, once per band."""
         if self._hulls_of[0] is not self._band:
-            self._hulls_of = (self._band, [convex_hull_2d(ob.tris2.reshape(-1, 2))
-                                           for ob in self._band])
+            self._hulls_of = (self._band, [ob.hull for ob in self._band])
         return self._hulls_of[1]
 
     def _conflicts(self, targets: dict[str, _Target], members: dict[str, _Member],

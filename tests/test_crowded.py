@@ -30,6 +30,7 @@ from island_tools.solver import (
     _minkowski_difference,
     _minkowski_sum,
     _rotate,
+    _solve_offset,
 )
 from scripts.benchmarks import crowded
 
@@ -339,6 +340,38 @@ def test_minkowski_from_support_pairs_is_the_hull_of_all_pairs() -> None:
             s = float(rng.uniform(0.01, 1.5)) * disc
             assert np.array_equal(_minkowski_sum(a, s),
                                   convex_hull_2d((a[:, None, :] + s[None]).reshape(-1, 2)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_closed_form_offset_is_where_shapely_measures_the_clearance(seed: int) -> None:
+    """The footprint pushed by the solved offset stands ``target`` from the obstacle, and a
+    millimetre less would stand nearer, by shapely's distance (positive targets) or its
+    overlap (zero): the first place along the ray, not just some place."""
+    from shapely.geometry import Polygon
+
+    rng = np.random.default_rng(40 + seed)
+    hulls = _hulls()
+    for _ in range(60):
+        obstacle = _rotate(hulls[int(rng.integers(len(hulls)))], float(rng.uniform(0, 360)))
+        hull = _rotate(hulls[int(rng.integers(len(hulls)))], float(rng.uniform(0, 360)))
+        a = float(rng.uniform(0.0, 2.0 * np.pi))
+        direction = np.array([np.cos(a), np.sin(a)])
+        base = rng.normal(0.0, 0.2, 2)
+        target = float(rng.choice([0.0, 0.02, 0.1, 0.45]))
+        r = _solve_offset(hull, base, direction, obstacle, target)
+        ob = Polygon(obstacle)
+
+        def at(x: float, moved: np.ndarray = hull + base, way: np.ndarray = direction
+               ) -> Polygon:
+            return Polygon(moved + x * way)
+        if r == 0.0:
+            assert at(0.0).distance(ob) >= target - 1e-9
+            continue
+        assert at(r).distance(ob) == pytest.approx(target, abs=1e-7)
+        if target > 0.0:
+            assert at(r - 1e-3).distance(ob) < target - 1e-5
+        else:
+            assert at(r - 1e-3).intersection(ob).area > 0.0
 
 
 def test_visibility_of_many_points_matches_one_at_a_time() -> None:

@@ -63,15 +63,18 @@ _EDGE_TANGENT = {"+x": (0.0, 1.0), "-x": (0.0, 1.0), "+y": (1.0, 0.0), "-y": (1.
 
 # --------------------------------------------------------------------------- polygons
 
-def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
-    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-
 def _half_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    # a point that does not turn left of the last two pops them (the cross product written
+    # out inline: a third of the time of a helper call per point)
     out: list[tuple[float, float]] = []
     for p in points:
-        while len(out) >= 2 and _cross(out[-2], out[-1], p) <= 0.0:
-            out.pop()
+        px, py = p
+        while len(out) >= 2:
+            o, a = out[-2], out[-1]
+            if (a[0] - o[0]) * (py - o[1]) - (a[1] - o[1]) * (px - o[0]) <= 0.0:
+                out.pop()
+            else:
+                break
         out.append(p)
     return out
 
@@ -99,7 +102,7 @@ def _monotone_chain(pts: np.ndarray) -> np.ndarray:
     """Hull of lexicographically sorted unique points (CCW, collinear points removed)."""
     if len(pts) < 3:
         return pts.copy()
-    plist = [(float(x), float(y)) for x, y in pts]
+    plist = list(zip(pts[:, 0].tolist(), pts[:, 1].tolist()))
     lower = _half_hull(plist)
     upper = _half_hull(plist[::-1])
     return np.array(lower[:-1] + upper[:-1], dtype=float)
@@ -260,6 +263,33 @@ def _point_segment_distance(points: np.ndarray, hull: np.ndarray) -> float:
     return float(np.linalg.norm(points[:, None, :] - closest, axis=2).min())
 
 
+_GAP_SEEDS = 4
+_GAP_SLACK_M = 1e-9
+
+
+def _gap(p: np.ndarray, q: np.ndarray, pp: np.ndarray, qq: np.ndarray, push_pos: np.ndarray,
+         push_neg: np.ndarray) -> float:
+    """The gap of two disjoint convex polygons: the least vertex-to-edge distance either way,
+    measured only for the vertices that can hold it. Along the axis that separates them
+    most, a vertex's distance past the other polygon's extreme is a lower bound of its
+    distance to it; the few vertices with the lowest bounds give an upper bound of the gap,
+    and a vertex whose lower bound exceeds it cannot be the nearest. The same pairs hold the
+    minimum, so the same float as measuring every vertex (a 900-vertex round table against
+    a stool: a tenth of the pairs)."""
+    sep_pos, sep_neg = -push_pos, -push_neg
+    k_pos, k_neg = int(np.argmax(sep_pos)), int(np.argmax(sep_neg))
+    if sep_pos[k_pos] >= sep_neg[k_neg]:   # p lies on the axis' positive side of q
+        lb_p, lb_q = pp[:, k_pos] - qq[:, k_pos].max(), pp[:, k_pos].min() - qq[:, k_pos]
+    else:
+        lb_p, lb_q = qq[:, k_neg].min() - pp[:, k_neg], qq[:, k_neg] - pp[:, k_neg].max()
+    seed_p = np.argsort(lb_p)[:_GAP_SEEDS]
+    seed_q = np.argsort(lb_q)[:_GAP_SEEDS]
+    bound = min(_point_segment_distance(p[seed_p], q), _point_segment_distance(q[seed_q], p))
+    bound += _GAP_SLACK_M
+    return min(_point_segment_distance(p[lb_p <= bound], q),
+               _point_segment_distance(q[lb_q <= bound], p))
+
+
 def convex_signed_distance(p: np.ndarray, q: np.ndarray) -> tuple[float, np.ndarray | None]:
     """Signed floor-plane distance between two CCW convex polygons (>= 3 vertices each).
 
@@ -272,8 +302,7 @@ def convex_signed_distance(p: np.ndarray, q: np.ndarray) -> tuple[float, np.ndar
     push_pos = qq.max(axis=0) - pp.min(axis=0)
     push_neg = pp.max(axis=0) - qq.min(axis=0)
     if np.any(push_pos <= 0.0) or np.any(push_neg <= 0.0):
-        gap = min(_point_segment_distance(p, q), _point_segment_distance(q, p))
-        return gap, None
+        return _gap(p, q, pp, qq, push_pos, push_neg), None
     i_pos, i_neg = int(np.argmin(push_pos)), int(np.argmin(push_neg))
     if push_pos[i_pos] <= push_neg[i_neg]:
         return -float(push_pos[i_pos]), axes[i_pos]

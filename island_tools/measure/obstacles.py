@@ -49,6 +49,14 @@ class Obstacle:
         """The triangles' bounds and spatial clusters, built on first use."""
         return TriangleIndex(self.tris2)
 
+    @cached_property
+    def hull(self) -> np.ndarray:
+        """The convex hull of the band part in the floor plane, built on first use (kept with
+        the obstacle: every decision of a run asks for the same one)."""
+        from .geometry import convex_hull_2d  # geometry imports this module
+
+        return convex_hull_2d(self.tris2.reshape(-1, 2))
+
 
 class Context:
     """The obstacles of one island, cut to the band of a given floor and top."""
