@@ -289,6 +289,49 @@ def test_an_armchair_by_an_office_table_is_another_kind_of_seat() -> None:
     assert_seat_of_another_kind_named(room, "Object_9")
 
 
+def test_a_lounge_seat_by_a_desk_is_named_never_weighed_against_its_office_chair() -> None:
+    """The desk's office chair pulled 0.45 m out and turned 60 deg, and a lounge armchair
+    (1.15 x 1.05 m) nearer, 0.30 m off the far side, turned away: sat in, not at a table, the
+    lounge seat is only a named doubt, so it neither takes the desk's place nor makes the
+    office chair's kind a guess; the office chair is the desk's member, to be repaired."""
+    room = rooms.Room((10.0, 10.0))
+    desk = open_table()
+    chair = seat("office", *OFFICE_CHAIR)
+    place(room, "Object_1", desk, (0.0, 0.0), group="office", anchor=True, role="table")
+    place(room, "Object_2", chair, (0.0, -(half(desk, 1) + 0.45 + depth(chair) / 2)),
+          facing=(0.0, 1.0), yaw=60.0, group="office", role="chair")
+    lounge = seat("lounge", 1.15, 1.05, 0.42, back_h=0.85, arms_h=0.62, back_t=0.2)
+    place(room, "Object_9", lounge, (0.1, half(desk, 1) + 0.30 + depth(lounge) / 2),
+          facing=(0.0, -1.0), yaw=160.0, role="armchair")
+    (g,) = propose(room)["groups"]
+    assert (g["anchor"], g["members"]) == ("Object_1", ["Object_2"]), g["proposal"]
+    assert "Object_2" not in g["proposal"]["uncertain_members"], g["proposal"]
+    assert g["proposal"]["status"] == "uncertain"
+    assert "lounge seat" in g["proposal"]["doubtful"]["Object_9"], g["proposal"]["doubtful"]
+
+
+def test_two_table_sized_kinds_as_near_both_facing_leave_the_tie_open() -> None:
+    """Below a lounge seat's size the kind tie stays a guess: an office armchair and a
+    dining chair (half its footprint), each 0.30 m off one side of the desk-sized table and
+    facing it. Which kind is the table's the geometry does not settle: one is held in doubt,
+    the other named, the group uncertain."""
+    room = rooms.Room((10.0, 10.0))
+    desk = open_table()
+    place(room, "Object_1", desk, (0.0, 0.0), group="office", anchor=True, role="table")
+    office_chair = seat("office", *OFFICE_CHAIR)
+    place(room, "Object_2", office_chair,
+          (0.0, -(half(desk, 1) + 0.30 + depth(office_chair) / 2)), facing=(0.0, 1.0),
+          group="office", role="armchair")
+    dining = seat("dining", 0.44, 0.42, 0.46, back_h=0.92)
+    place(room, "Object_9", dining, (0.0, half(desk, 1) + 0.30 + depth(dining) / 2),
+          facing=(0.0, -1.0), role="chair")
+    (g,) = propose(room)["groups"]
+    p = g["proposal"]
+    assert p["status"] == "uncertain"
+    assert len(g["members"]) == 1 and g["members"][0] in p["uncertain_members"], p
+    assert named(g, ({"Object_2", "Object_9"} - set(g["members"])).pop())
+
+
 @pytest.mark.parametrize("chair", [(0.48, 0.45, 0.46, 0.92), OFFICE_CHAIR,
                                    (0.38, 0.38, 0.62, 0.0)])
 def test_seats_of_one_set_are_never_split(chair: tuple[float, float, float, float]) -> None:

@@ -55,7 +55,7 @@ class Obstacle:
         the obstacle: every decision of a run asks for the same one)."""
         from .geometry import convex_hull_2d  # geometry imports this module
 
-        return convex_hull_2d(self.tris2.reshape(-1, 2))
+        return convex_hull_2d(self.vertices[:, :2])   # the triangles' corners, each once
 
 
 class Context:

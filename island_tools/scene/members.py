@@ -36,6 +36,13 @@ MEMBER_ROLES: dict[str, tuple[str, ...]] = {
     "tv_stand": ("sofa", "armchair", "chair"), "bed": ("nightstand", "side_table"),
     "sofa": ("coffee_table",)}
 SEAT_REACH_M = 0.7           # a seat's footprint this close to a table's (disorder: 0.6 out)
+# A lounge seat: an armchair this deep and wide (its footprint's smaller side) is sat in, not
+# sat at a table or desk from (its seat's front is half a metre and more from where its back
+# stands, the sitter out of the top's reach). Near a table or desk it is only a doubt (named,
+# never held, never a kind of seat the table's seats are weighed against). Table and desk
+# seats stand well below it: tuned chairs 0.37-0.59 m, desk armchairs on five-star bases
+# 0.61-0.75 m; tuned lounge armchairs 1.06-1.32 m.
+LOUNGE_SEAT_M = 0.95
 SEAT_DOUBT_M = 1.0           # ... up to this, a seat no anchor holds is a doubt
 SEAT_FAR_M = 0.45            # a seat held further out than a seat in order stands: a doubt
 # Two tables of one model side by side are one seating a room splits by nearness: near
@@ -212,7 +219,8 @@ def seat_at_table(a: Shape, af: Front, arole: str, m: Shape, mf: Front) -> Candi
     """A seat within ``SEAT_REACH_M`` of a table's or desk's footprint (pushed in or
     under it too), whatever way it is turned; at a desk with a front, its ends and back
     cost more than its front. Up to ``SEAT_DOUBT_M`` out it is only a doubt (a candidate
-    that never holds: cost above ``NONE_COST``)."""
+    that never holds: cost above ``NONE_COST``); so is a lounge seat (``LOUNGE_SEAT_M``)
+    within reach."""
     gap, _ = convex_signed_distance(m.hull, a.hull)
     if gap > SEAT_DOUBT_M:
         return None
@@ -222,6 +230,10 @@ def seat_at_table(a: Shape, af: Front, arole: str, m: Shape, mf: Front) -> Candi
         return Candidate(a.name, NONE_COST + 1.0, f"{gap:.2f} m from its edge, beyond the "
                                                   f"{SEAT_REACH_M:.2f} m a seat stands at",
                          gap, facing_deg=error)
+    if min(m.length, m.width) >= LOUNGE_SEAT_M:
+        return Candidate(a.name, NONE_COST + 1.0, f"{_where(gap)}, a lounge seat "
+                                                  f"({m.length:.2f}x{m.width:.2f} m, sat in, "
+                                                  "not at a table)", gap, facing_deg=error)
     cost = max(gap, 0.0) / SEAT_REACH_M + FACING_WEIGHT * (
         0.5 if error is None else error / 180.0)
     side, extra = "", 0.0
