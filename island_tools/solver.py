@@ -167,6 +167,7 @@ from .files.configfile import DEFAULTS
 from .files.jsonio import read_object
 from .iteration import FORWARD_AXES, Group, load_context, load_current_poses, load_meshes
 from .measure import frames, meshcache
+from .measure.forward_axis import undetermined_alignment
 from .measure.geometry import (
     EDGE_ORDER,
     SLOT_GAP_M,
@@ -846,6 +847,10 @@ class Solver:
                 sym = facing_symmetry(name, entry)
                 if sym.order in (1, 2, 4) and sym.axis is not None:
                     axis, modulus = sym.axis, sym.modulus_deg or 360.0
+                elif (aligned := undetermined_alignment(entry)) is not None:
+                    # no front: squared to its target by its front line or its sides, what
+                    # geometry.json measures of it (which way it faces stays unknown)
+                    axis, modulus = np.array(aligned[0], dtype=float), aligned[1]
             hull, pivot, seat = _plan_shape(verts, faces)
             v = np.asarray(verts, dtype=float)
             self._mesh[name] = _MeshData(v, hull, pivot, axis, seat,

@@ -126,7 +126,9 @@ ADDED_SINCE_REFERENCE = {"top": ("layout",), "anchor": ("front",),
                          "member": ("anchor_side", "back_alignment_m", "slot_reference",
                                     "obstacle_clearance_m", "nearest_obstacle",
                                     "obstacle_penetrations", "facing_symmetry_order",
-                                    "facing_modulus_deg", "facing_reference_canonical")}
+                                    "facing_modulus_deg", "facing_reference_canonical",
+                                    "facing_alignment_error_deg",
+                                    "facing_alignment_modulus_deg")}
 
 
 def _reference_fields(doc: dict[str, Any]) -> dict[str, Any]:

@@ -800,9 +800,14 @@ def front_line_local(found: ForwardAxis) -> Axis2 | None:
     that plane (furniture is made for a left-right symmetric body), so it points along the
     frame's other axis; which way is what the cues did not settle. None otherwise (a front
     found, a symmetric piece, both or neither centre plane a mirror)."""
-    mirror = found.detail.get("mirror_asymmetry")
-    angle = found.detail.get("rect_angle_deg")
-    if found.status != "undetermined" or not isinstance(mirror, Mapping) or angle is None:
+    return _front_line(found.status, found.detail)
+
+
+def _front_line(status: Any, detail: Any) -> Axis2 | None:
+    if status != "undetermined" or not isinstance(detail, Mapping):
+        return None
+    mirror, angle = detail.get("mirror_asymmetry"), detail.get("rect_angle_deg")
+    if not isinstance(mirror, Mapping) or angle is None:
         return None
     sym_u, sym_v = mirror["u"] <= SYMMETRIC_SHARE, mirror["v"] <= SYMMETRIC_SHARE
     if sym_u == sym_v:
@@ -811,6 +816,28 @@ def front_line_local(found: ForwardAxis) -> Axis2 | None:
     # u's reflection a symmetry: the front cannot be along u (its two sides are the same)
     line = (-math.sin(a), math.cos(a)) if sym_u else (math.cos(a), math.sin(a))
     return (round(line[0], 9) + 0.0, round(line[1], 9) + 0.0)
+
+
+def undetermined_alignment(entry: Mapping[str, Any]) -> tuple[Axis2, float] | None:
+    """(reference axis, modulus in degrees) that an ``undetermined`` front is still aligned
+    by, from its forward_axes.json entry: its front line modulo 180 (``front_line_local``),
+    else its footprint rectangle's first axis modulo 90 - the cues are read on that
+    rectangle's four sides, so whichever side is the front, it is square to one of them.
+    A piece turned off those axes misses its target whichever side its front is; one on
+    them may face it or not (which way, the cues did not settle). None for a front found,
+    a symmetric piece, or an entry without its rectangle."""
+    detail = entry.get("detail")
+    if entry.get("status") != "undetermined" or not isinstance(detail, Mapping):
+        return None
+    line = _front_line("undetermined", detail)
+    if line is not None:
+        return line, 180.0
+    angle = detail.get("rect_angle_deg")
+    if not isinstance(angle, (int, float)) or isinstance(angle, bool) \
+            or not math.isfinite(float(angle)):
+        return None
+    a = math.radians(float(angle))
+    return (round(math.cos(a), 9) + 0.0, round(math.sin(a), 9) + 0.0), 90.0
 
 
 def parse_override(value: Any) -> Override:

@@ -695,6 +695,8 @@ class GeometryContext:
         # obstacles.nearest per (footprint, band): a member that did not move is not
         # measured against the context again (the same floats)
         self._symmetry: dict[str, FacingSymmetry] = {}
+        # an undetermined front's alignment axis and modulus (``undetermined_alignment``)
+        self._alignment: dict[str, tuple[np.ndarray, float]] = {}
         anchor_entry = forward_axes.get("anchor") if isinstance(forward_axes, Mapping) else None
         self._anchor_status = front_status(anchor_entry) if isinstance(anchor_entry, Mapping) \
             else "undetermined"
@@ -706,6 +708,13 @@ class GeometryContext:
             if name != anchor_id:
                 sym = self._symmetry[name] = facing_symmetry(name, fa_members.get(name))
                 axis = sym.axis if sym.order == 1 else None
+                from .forward_axis import undetermined_alignment  # it imports this module
+
+                entry = fa_members.get(name)
+                aligned = undetermined_alignment(entry) if sym.source == "undetermined" \
+                    and isinstance(entry, Mapping) else None
+                if aligned is not None:
+                    self._alignment[name] = (np.array(aligned[0], dtype=float), aligned[1])
             self._data[name] = self._prepare(name, verts, faces, axis, prepared)
 
     @staticmethod
@@ -994,6 +1003,13 @@ class GeometryContext:
         target, error, note = self._facing(facing, forward, inward, anchor, sym, reference,
                                            None if front is None else front[0],
                                            lengthwise_front)
+        alignment = None
+        if name in self._alignment and target is not None:
+            # no front to measure, but its sides: off them it misses the target either way
+            ref, modulus = self._alignment[name]
+            turned = _unit((placed.rotation @ np.array([ref[0], ref[1], 0.0]))[:2])
+            if turned is not None:
+                alignment = (modulo_facing_error_deg(turned, target, modulus), modulus)
         to_centre = _unit(-rel) if watched else None
         if (to_centre is not None and not ring_mode and facing == "toward_anchor"
                 and sym.order == 1 and forward is not None and inward is not None):
@@ -1005,6 +1021,8 @@ class GeometryContext:
             "forward_canonical": forward, "facing_target": target, "facing_error_deg": error,
             "facing_note": note, "facing_symmetry_order": sym.order,
             "facing_modulus_deg": sym.modulus_deg, "facing_reference_canonical": reference,
+            "facing_alignment_error_deg": None if alignment is None else alignment[0],
+            "facing_alignment_modulus_deg": None if alignment is None else alignment[1],
             "clearance_m": clearance,
             "clearance_error_m": clearance - target_clearance, "penetrations": {},
             "edge": edge, "edge_role": role, "angle_deg": angle,
@@ -1283,6 +1301,8 @@ class GeometryContext:
             "facing_symmetry_order": m["facing_symmetry_order"],
             "facing_modulus_deg": opt(m["facing_modulus_deg"]),
             "facing_reference_canonical": _vec(m["facing_reference_canonical"]),
+            "facing_alignment_error_deg": opt(m["facing_alignment_error_deg"]),
+            "facing_alignment_modulus_deg": opt(m["facing_alignment_modulus_deg"]),
             "clearance_m": _num(m["clearance_m"]),
             "clearance_error_m": _num(m["clearance_error_m"]),
             "penetrations": {k: _num(v) for k, v in sorted(m["penetrations"].items())},
