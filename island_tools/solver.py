@@ -848,7 +848,7 @@ class Solver:
                 if sym.order in (1, 2, 4) and sym.axis is not None:
                     axis, modulus = sym.axis, sym.modulus_deg or 360.0
                 elif (aligned := undetermined_alignment(entry)) is not None:
-                    # no front: squared to its target by its front line or its sides, what
+                    # no front: squared to its target by its front line (one mirror plane), what
                     # geometry.json measures of it (which way it faces stays unknown)
                     axis, modulus = np.array(aligned[0], dtype=float), aligned[1]
             hull, pivot, seat = _plan_shape(verts, faces)

@@ -819,25 +819,15 @@ def _front_line(status: Any, detail: Any) -> Axis2 | None:
 
 
 def undetermined_alignment(entry: Mapping[str, Any]) -> tuple[Axis2, float] | None:
-    """(reference axis, modulus in degrees) that an ``undetermined`` front is still aligned
-    by, from its forward_axes.json entry: its front line modulo 180 (``front_line_local``),
-    else its footprint rectangle's first axis modulo 90 - the cues are read on that
-    rectangle's four sides, so whichever side is the front, it is square to one of them.
-    A piece turned off those axes misses its target whichever side its front is; one on
-    them may face it or not (which way, the cues did not settle). None for a front found,
-    a symmetric piece, or an entry without its rectangle."""
-    detail = entry.get("detail")
-    if entry.get("status") != "undetermined" or not isinstance(detail, Mapping):
-        return None
-    line = _front_line("undetermined", detail)
-    if line is not None:
-        return line, 180.0
-    angle = detail.get("rect_angle_deg")
-    if not isinstance(angle, (int, float)) or isinstance(angle, bool) \
-            or not math.isfinite(float(angle)):
-        return None
-    a = math.radians(float(angle))
-    return (round(math.cos(a), 9) + 0.0, round(math.sin(a), 9) + 0.0), 90.0
+    """(front line, 180) that an ``undetermined`` front is still aligned by, from its
+    forward_axes.json entry: with exactly one mirror plane above its base, its front lies on
+    that plane's line (``front_line_local``), one way or the other. A piece turned off that
+    line misses its target whichever way its front points; one on it may face it or not
+    (which way, the cues did not settle). None without such a line: a front found, a
+    symmetric piece, two mirror planes or none - a footprint's rectangle alone says nothing
+    of a front (a swivel chair's five-spoke base stands at any angle to its seat)."""
+    line = _front_line(entry.get("status"), entry.get("detail"))
+    return None if line is None else (line, 180.0)
 
 
 def parse_override(value: Any) -> Override:

@@ -1005,7 +1005,7 @@ class GeometryContext:
                                            lengthwise_front)
         alignment = None
         if name in self._alignment and target is not None:
-            # no front to measure, but its sides: off them it misses the target either way
+            # no front to measure, but its line: off it, it misses the target either way
             ref, modulus = self._alignment[name]
             turned = _unit((placed.rotation @ np.array([ref[0], ref[1], 0.0]))[:2])
             if turned is not None:

@@ -329,26 +329,26 @@ def _facing_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str,
 
 def _alignment_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: str
                     ) -> dict[str, Any]:
-    """An undetermined front measured by its sides (geometry's ``facing_alignment_error_deg``:
-    its front line modulo 180 deg, or its footprint rectangle modulo 90): turned further
-    than FACING_TOL_DEG off them it misses its target whichever side its front is, a fail;
-    within them which way it faces is still not known, uncertain (never a pass)."""
+    """An undetermined front measured by its line (geometry's ``facing_alignment_error_deg``:
+    its front line modulo 180 deg): turned further than FACING_TOL_DEG off it, it misses its
+    target whichever way its front points, a fail; on it, which way it faces is still not
+    known, uncertain (never a pass; blocked by the object's open front)."""
     err = float(m["facing_alignment_error_deg"])
     modulus = float(m.get("facing_alignment_modulus_deg") or 90.0)
     ev = {"facing_error_deg": None, "alignment_error_deg": err, "alignment_modulus_deg": modulus,
           "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG,
           "front": "undetermined"}
-    sides = "its front line" if modulus == 180.0 else "its sides"
     if err > FACING_TOL_DEG:
         return _item(cid, "fail", f"'{name}' is {err:.1f} deg off its {rule} target whichever "
-                                  f"way it faces ({sides} measured modulo {modulus:g} deg; its "
-                                  "front is undetermined)", "constraint", name, gid,
+                                  f"way it faces (its front line measured modulo {modulus:g} "
+                                  "deg; its front is undetermined)", "constraint", name, gid,
                      FAMILIES["facing"], confidence=margin_confidence(err, FACING_TOL_DEG),
                      evidence=ev)
     return _item(cid, "uncertain", f"'{name}' is square to its {rule} target within "
                                    f"{err:.2f} deg modulo {modulus:g} deg, but which way it "
                                    "faces is not measured: its front is undetermined",
-                 "constraint", name, gid, FAMILIES["facing"], confidence=0.5, evidence=ev)
+                 "constraint", name, gid, FAMILIES["facing"], f"object_{name}", 0.5,
+                 evidence=ev)
 
 
 def t_column_followers(target_spec: Mapping[str, Any], measured: Mapping[str, Any]
