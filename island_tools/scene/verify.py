@@ -334,7 +334,7 @@ def _alignment_item(cid: str, name: str, gid: str, m: Mapping[str, Any], rule: s
     target whichever way its front points, a fail; on it, which way it faces is still not
     known, uncertain (never a pass; blocked by the object's open front)."""
     err = float(m["facing_alignment_error_deg"])
-    modulus = float(m.get("facing_alignment_modulus_deg") or 90.0)
+    modulus = float(m.get("facing_alignment_modulus_deg") or 180.0)
     ev = {"facing_error_deg": None, "alignment_error_deg": err, "alignment_modulus_deg": modulus,
           "facing_target": m.get("facing_target"), "rule": rule, "tolerance_deg": FACING_TOL_DEG,
           "front": "undetermined"}
