@@ -702,14 +702,14 @@ class GeometryContext:
             else "undetermined"
         self._anchor_axis = (_parse_axis(anchor_id, anchor_entry)
                              if self._anchor_status == "front" else None)
+        from .forward_axis import undetermined_alignment  # it imports this module
+
         for name in [anchor_id, *self.member_ids]:
             verts, faces = meshes[name]
             axis = None
             if name != anchor_id:
                 sym = self._symmetry[name] = facing_symmetry(name, fa_members.get(name))
                 axis = sym.axis if sym.order == 1 else None
-                from .forward_axis import undetermined_alignment  # it imports this module
-
                 entry = fa_members.get(name)
                 aligned = undetermined_alignment(entry) if sym.source == "undetermined" \
                     and isinstance(entry, Mapping) else None
