@@ -197,6 +197,39 @@ def test_blender_that_dies_without_a_result(tmp_path):
     assert "9.9.9" in msg and "\n" not in msg
 
 
+def _aborting_blender(tmp_path: Path, aborts: int) -> Path:
+    """A binary whose '--version' dies by SIGABRT on its first ``aborts`` starts."""
+    exe = tmp_path / "abort-blender"
+    count = tmp_path / "starts"
+    exe.write_text("#!/bin/sh\n"
+                   f'echo x >> "{count}"\n'
+                   f'if [ "$(wc -l < "{count}")" -le {aborts} ]; then\n'
+                   '  echo "Error: Not freed memory blocks" >&2; kill -ABRT $$; fi\n'
+                   'echo "Blender 3.4.1"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return exe
+
+
+def test_a_version_probe_killed_by_a_signal_is_asked_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    launch.binary_version.cache_clear()
+    exe = _aborting_blender(tmp_path, aborts=launch.VERSION_ATTEMPTS - 1)
+    assert launch.binary_version(str(exe)) == "3.4.1"
+    assert len((tmp_path / "starts").read_text().split()) == launch.VERSION_ATTEMPTS
+    launch.binary_version.cache_clear()
+    (tmp_path / "starts").unlink()
+    (tmp_path / "cache").mkdir(exist_ok=True)
+    for f in (tmp_path / "cache").rglob("*.json"):
+        f.unlink()
+    always = _aborting_blender(tmp_path, aborts=99)
+    with pytest.raises(WorkerError) as err:
+        launch.binary_version(str(always))
+    msg = str(err.value)
+    assert "exit -6" in msg and "Not freed memory blocks" in msg and "\n" not in msg
+    assert len((tmp_path / "starts").read_text().split()) == launch.VERSION_ATTEMPTS
+    launch.binary_version.cache_clear()
+
+
 def test_blender_timeout(tmp_path):
     exe = fake_blender(tmp_path, "sleep 5\n")
     backend = launch.resolve_blender(str(exe), None, env={})

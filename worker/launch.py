@@ -165,18 +165,28 @@ def binary_version(path: str) -> str:
     return version
 
 
+VERSION_ATTEMPTS = 3  # a start killed by a signal is asked again, at most this many times
+
+
 def _query_version(path: str) -> str:
-    try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorkerError(f"cannot run '{path} --version': {exc}") from None
-    for line in proc.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("Blender "):
-            return line.split()[1]
+    # Debian's blender 3.4 has been seen to die by SIGABRT on '--version' once in thousands
+    # of starts (a CI run, not reproducible in 200 tries): a signal is asked again; a binary
+    # that answers with an exit code, or dies every time, is an error naming both streams.
+    for _attempt in range(VERSION_ATTEMPTS):
+        try:
+            proc = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                  timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise WorkerError(f"cannot run '{path} --version': {exc}") from None
+        for line in proc.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("Blender "):
+                return line.split()[1]
+        if proc.returncode >= 0:
+            break
+    said = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
     raise WorkerError(f"'{path} --version' printed no 'Blender x.y.z' line "
-                      f"(exit {proc.returncode})")
+                      f"(exit {proc.returncode}{'; last line: ' + said[:200] if said else ''})")
 
 
 def _embedded_version() -> str:
