@@ -10,7 +10,9 @@ Two parts, neither using the proposer nor island_tools' geometry:
   back with bpy in a subprocess (``tests/room_judge_dump.py``: evaluated world triangles of
   every anchor, member and wall), then numpy + shapely here: each member's footprint (convex
   hull of its world vertices), its facing (the corpus' true front, truth ``fronts``, turned
-  by its root's world matrix) against the direction to the anchor, its gap to the anchor,
+  by its root's world matrix) against the direction to the anchor, its gap to the anchor
+  (an ambiguous member, whose anchor the truth leaves open: its gap to the nearest anchor
+  of that role where the gap is in range, and its facing not judged),
   surfaces shared with the anchor or another member (2 cm voxels of points sampled on the
   triangles), its footprint overlapping a wall's (the walls' horizontal faces), and, on a
   tidy room, whether it moved more than 2 cm or 2 deg.
@@ -230,6 +232,22 @@ def scene_names(truth: dict[str, Any]) -> list[str]:
                   | set(truth.get("walls", [])))
 
 
+def _signed_gap(mf: Any, af: Any) -> float:
+    """The floor-plan gap between two footprints; minus the square root of their shared
+    area where they overlap."""
+    gap = float(mf.distance(af))
+    if gap == 0.0:
+        gap = -math.sqrt(max(mf.intersection(af).area, 0.0))
+    return gap
+
+
+def _same_role_anchors(truth: dict[str, Any], gid: str) -> list[str]:
+    """The anchors of the truth's other groups whose role is group ``gid``'s anchor role."""
+    role = (truth["groups"][gid].get("spec") or {}).get("anchor_role")
+    return [o["anchor"] for k, o in truth["groups"].items()
+            if k != gid and role is not None and (o.get("spec") or {}).get("anchor_role") == role]
+
+
 def judge_scene(truth: dict[str, Any], after: dict[str, np.ndarray],
                 before: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Per truth group: does every member stand right in the merged scene ``after``?
@@ -262,10 +280,14 @@ def judge_scene(truth: dict[str, Any], after: dict[str, np.ndarray],
         for m in t["members"]:
             out["members"] += 1
             mf = _footprint(after[f"{m}|verts"])
-            gap = float(mf.distance(af))
-            if gap == 0.0:
-                inter = mf.intersection(af).area
-                gap = -math.sqrt(max(inter, 0.0))
+            gap = _signed_gap(mf, af)
+            if m in t.get("ambiguous", []) and not lo <= gap <= hi:
+                # which of its anchors it belongs to is not settled (the truth's "the right
+                # answer is uncertain"): standing right at another anchor of its anchor's
+                # role (the other table of a café's pair) is standing right
+                gap = min((g for g in (_signed_gap(mf, _footprint(after[f"{o}|verts"]))
+                                       for o in _same_role_anchors(truth, gid))
+                           if lo <= g <= hi), default=gap)
             err = _facing_err(after, m, a, role, fronts)
             if m in t.get("ambiguous", []):
                 err = 0.0   # it may face either of its two anchors: not judged
