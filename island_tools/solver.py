@@ -1166,15 +1166,29 @@ class Solver:
                              distance + abs(turn) / 180.0 + (10.0 if m.penetrating else 0.0)))
         return out
 
-    def _settle_note(self) -> str:
-        """The reason's sentence for the settled members."""
+    def _at_best(self, m: _Member) -> bool:
+        """Does member ``m`` stand at its best pose seen (within a move's tolerance)?"""
+        _, centre, yaw, _ = self._best_pose(m.name)
+        return (float(np.abs(m.pivot - centre).max()) < MIN_MOVE_M
+                and abs((m.yaw_now_deg - yaw + 180.0) % 360.0 - 180.0) < MIN_TURN_DEG)
+
+    def _settle_note(self, moved: Sequence[str], members: Mapping[str, _Member]) -> str:
+        """The reason's sentence for the settled members: each goes back toward its best
+        pose seen in this decision (``moved``), stands there already, or cannot get nearer
+        it and stays where it stands (what the decision does, not what it meant to)."""
         if not self._settled:
             return ""
         parts = []
         for name in sorted(self._settled):
             k, _, _, score = self._best_pose(name)
-            parts.append(f"{name} {self._settled[name]}, so it goes back to its best pose "
-                         f"seen (iter {k}, member score {score:.2f}) and stays there")
+            best = f"its best pose seen (iter {k}, member score {score:.2f})"
+            if name in moved:
+                then = f"it goes back toward {best} and stays there"
+            elif self._at_best(members[name]):
+                then = f"it stays at {best}"
+            else:
+                then = f"it cannot get nearer {best} and stays where it stands"
+            parts.append(f"{name} {self._settled[name]}, so {then}")
         return " No oscillation: " + "; ".join(parts) + "."
 
     # ----------------------------------------------------------------- state
@@ -1934,7 +1948,10 @@ class Solver:
             else:
                 why = ("the decision time budget ran out before a free place was found"
                        if "budget_s" in g else "no free place")
-                if g.get("kept") == "best pose seen":
+                if g.get("kept") == "best pose seen" and g.get("short_of_best"):
+                    parts.append(f"{g['member']} kept where it stands, as near its best pose "
+                                 f"seen (iter {g['best_iter']}) as it gets: it {g['why']}")
+                elif g.get("kept") == "best pose seen":
                     parts.append(f"{g['member']} kept at its best pose seen (iter "
                                  f"{g['best_iter']}): it {g['why']}")
                 elif g.get("kept") == "moved clear":
@@ -2187,31 +2204,39 @@ class Solver:
                 break
             self._settled.update(flagged)
         if self._settled:
-            given_up = self._settled_given_up(given_up)
+            given_up = self._settled_given_up(given_up, members, list(decision["members"]))
             infeasible = self.infeasible_reason(given_up)
             tail = (f" Infeasible: {infeasible}." if infeasible else "") + self._budget_note(
                 given_up)
-        decision["reason_summary"] += self._settle_note() + tail
+        decision["reason_summary"] += self._settle_note(list(decision["members"]),
+                                                        members) + tail
         decision["given_up"] = given_up
         return decision
 
-    def _settled_given_up(self, given_up: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _settled_given_up(self, given_up: list[dict[str, Any]],
+                          members: Mapping[str, _Member], moved: Sequence[str]
+                          ) -> list[dict[str, Any]]:
         """``given_up`` with each settled member's entry saying where it stays instead of
         the place it could not reach (an entry added for a member the plan had not given
-        anything up for); entries naming a blocker first."""
+        anything up for); entries naming a blocker first. ``short_of_best``: it neither
+        stands at its best pose seen nor goes back toward it in this decision (``moved``):
+        it cannot get nearer and stays where it stands."""
+        def settled(name: str) -> dict[str, Any]:
+            return {"constraint": "placement", "kept": "best pose seen",
+                    "best_iter": self._best_pose(name)[0], "why": self._settled[name],
+                    "short_of_best": name not in moved and not self._at_best(members[name])}
+
         out = []
         for g in given_up:
             name = g["member"]
             if name in self._settled:
                 g = {k: g[k] for k in ("member", "blocker", "blocker_gap_m", "edge") if k in g}
-                g.update({"constraint": "placement", "kept": "best pose seen",
-                          "best_iter": self._best_pose(name)[0], "why": self._settled[name]})
+                g.update(settled(name))
             out.append(g)
         listed = {g["member"] for g in out}
         for name in sorted(set(self._settled) - listed):
             out.append({"member": name, "blocker": None, "blocker_gap_m": None, "edge": None,
-                        "constraint": "placement", "kept": "best pose seen",
-                        "best_iter": self._best_pose(name)[0], "why": self._settled[name]})
+                        **settled(name)})
         return sorted(out, key=lambda g: g.get("blocker") is None)
 
     def _choose(self, plans: list[_Plan], members: dict[str, _Member], anchor: _Anchor,
