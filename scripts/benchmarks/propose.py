@@ -397,7 +397,8 @@ def rooms_tables(parts: tuple[str, ...], quick: bool, work: Path, backend: Any
               "run: island-refine run --propose (CLI), the merged scene read back with bpy "
               "and measured by tests/room_judge.py (targets: >= 90 % pass, 0 in walls, 0 moved "
               "on tidy rooms; an ambiguous member, whose table the truth leaves open, stands "
-              "right at either table of its pair since 2026-12-06); per split the first {RUN_PER_SPLIT} generator rows as in "
+              "right at either table of its pair since 2026-12-06); per split the first "
+              f"{RUN_PER_SPLIT} generator rows as in "
               f"earlier sessions, then disordered rooms up to {RUN_DISORDERED}",
               "flat: propose s = propose_units on the flat's units (pure); run s = the whole "
               "island-refine run --propose (target < 30 s)"]
