@@ -169,9 +169,10 @@ VERSION_ATTEMPTS = 3  # a start killed by a signal is asked again, at most this 
 
 
 def _query_version(path: str) -> str:
-    # Debian's blender 3.4 has been seen to die by SIGABRT on '--version' once in thousands
-    # of starts (a CI run, not reproducible in 200 tries): a signal is asked again; a binary
-    # that answers with an exit code, or dies every time, is an error naming both streams.
+    # Debian's blender 3.4 has been seen to die by SIGABRT on '--version' (once, in a CI
+    # run; 200 starts here did not repeat it): a signal is asked again; a binary
+    # that answers with an exit code, or dies every time, is an error naming its exit status
+    # and the last line it printed.
     for _attempt in range(VERSION_ATTEMPTS):
         try:
             proc = subprocess.run([path, "--version"], capture_output=True, text=True,
